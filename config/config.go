@@ -1,0 +1,348 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Secret is a setting that must never be printed: String and LogValue
+// redact it.
+type Secret string
+
+// String returns "[redacted]" (or "" when the secret is empty).
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// LogValue redacts the secret in structured logs.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// A URL is a connection string that may carry credentials; String and
+// LogValue show it with the password redacted.
+type URL string
+
+// String returns the URL with any password replaced by "xxxxx".
+func (u URL) String() string {
+	p, err := url.Parse(string(u))
+	if err != nil {
+		if strings.Contains(string(u), "@") {
+			return "[redacted]"
+		}
+		return string(u)
+	}
+	return p.Redacted()
+}
+
+// LogValue redacts the URL's password in structured logs.
+func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }
+
+// Config is the whole configuration of the service. Load builds it from
+// the environment; the table of variables is in doc.go and the README.
+type Config struct {
+	Port        string // PORT
+	URL         string // PRODAPI_URL: the service's public base URL
+	URLPrefix   string // PRODAPI_URL_PREFIX: the API lives at /<prefix>/v1
+	MediaPrefix string // MEDIA_PREFIX: base of rendition hrefs
+
+	Secret      Secret        // AUTH_SERVER_SHARED_SECRET
+	AuthEnabled bool          // PRODAPI_AUTH_ENABLED
+	AuthLeeway  time.Duration // AUTH_LEEWAY
+	Audience    string        // PRODAPI_AUDIENCE
+
+	Debug   bool // DEBUG: debug-level logs
+	Testing bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+
+	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
+	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
+
+	MongoURI       URL           // MONGO_URI
+	MongoMaxPool   uint64        // PRODAPI_MONGO_MAX_POOL
+	ElasticURL     URL           // ELASTICSEARCH_URL
+	ElasticIndex   string        // ELASTICSEARCH_INDEX
+	BackendTimeout time.Duration // PRODAPI_BACKEND_TIMEOUT: per backend operation
+
+	ObjStore ObjStore
+
+	Cache Cache
+
+	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
+	ReadHeaderTimeout time.Duration // PRODAPI_READ_HEADER_TIMEOUT
+	ReadTimeout       time.Duration // PRODAPI_READ_TIMEOUT
+	WriteTimeout      time.Duration // PRODAPI_WRITE_TIMEOUT
+	IdleTimeout       time.Duration // PRODAPI_IDLE_TIMEOUT
+}
+
+// ObjStore configures S3-compatible object storage for media. It is used
+// when Container is set; otherwise media come from GridFS.
+type ObjStore struct {
+	AccessKeyID     string        // OBJSTORE_ACCESS_KEY_ID
+	SecretAccessKey Secret        // OBJSTORE_SECRET_ACCESS_KEY
+	Region          string        // OBJSTORE_REGION
+	Container       string        // OBJSTORE_CONTAINER_NAME: the bucket
+	Subfolder       string        // OBJSTORE_S3_SUBFOLDER: key prefix ("" or "false": none)
+	ACL             string        // OBJSTORE_OBJECT_ACL: used on writes only; accepted, unused
+	EndpointURL     string        // OBJSTORE_ENDPOINT_URL: S3-compatible endpoint (MinIO); "" means AWS
+	URLLifetime     time.Duration // PRODAPI_ASSET_URL_LIFETIME: presigned URL lifetime
+}
+
+// Enabled reports whether media are read from object storage.
+func (o ObjStore) Enabled() bool { return o.Container != "" }
+
+// Cache configures the read-through cache.
+type Cache struct {
+	RedisURL URL // REDIS_URL: redis://, rediss://, redis-sentinel://... ; empty: in-process only
+
+	// ListTTL and DetailTTL are the freshness of list and detail entries
+	// by default (PRODAPI_CACHE_TTL sets both).
+	ListTTL, DetailTTL time.Duration
+	// ResourceTTL overrides both for one resource
+	// (PRODAPI_CACHE_TTL_<RESOURCE>, e.g. PRODAPI_CACHE_TTL_ITEMS=10s).
+	ResourceTTL map[string]time.Duration
+	Stale       time.Duration // PRODAPI_CACHE_STALE: serve-stale window after freshness
+	NotFoundTTL time.Duration // PRODAPI_CACHE_NOTFOUND_TTL: 404s
+	AssetTTL    time.Duration // PRODAPI_CACHE_TTL_ASSETS: asset redirects; below the URL lifetime
+
+	LocalBytes int64         // PRODAPI_CACHE_LOCAL_BYTES: in-process tier size
+	LocalTTL   time.Duration // PRODAPI_CACHE_LOCAL_TTL: in-process tier entry lifetime
+}
+
+// TTL returns the freshness of a resource's list or detail entries.
+func (c Cache) TTL(resource string, detail bool) time.Duration {
+	if d, ok := c.ResourceTTL[resource]; ok {
+		return d
+	}
+	if detail {
+		return c.DetailTTL
+	}
+	return c.ListTTL
+}
+
+// Built-in defaults. The original's defaults where it had the setting.
+const (
+	defaultPort           = "5500"
+	defaultURLPrefix      = "prodapi"
+	defaultMongoURI       = "mongodb://localhost/superdesk"
+	defaultElasticURL     = "http://localhost:9200"
+	defaultElasticIndex   = "superdesk"
+	defaultRegion         = "us-east-1"
+	defaultMongoMaxPool   = 100
+	defaultBackendTimeout = 5 * time.Second
+	defaultURLLifetime    = 15 * time.Minute
+
+	defaultListTTL     = 10 * time.Second
+	defaultDetailTTL   = time.Minute
+	defaultSlowTTL     = 5 * time.Minute // desks and users change rarely
+	defaultStale       = 15 * time.Minute
+	defaultNotFoundTTL = 5 * time.Second
+	defaultAssetTTL    = 10 * time.Minute
+	defaultLocalBytes  = 64 << 20
+	defaultLocalTTL    = 2 * time.Second
+
+	defaultShutdownGrace     = 10 * time.Second
+	defaultReadHeaderTimeout = 5 * time.Second
+	defaultReadTimeout       = 10 * time.Second
+	defaultWriteTimeout      = 30 * time.Second
+	defaultIdleTimeout       = 2 * time.Minute
+)
+
+// MinSecretLength is the length under which a shared secret draws a
+// warning at start: HS256 wants at least 32 bytes of key.
+const MinSecretLength = 32
+
+// ResourceNames are the resources that take a PRODAPI_CACHE_TTL_<NAME>.
+var ResourceNames = []string{"items", "desks", "assignments", "events", "events_history", "events_files", "planning", "contacts", "users"}
+
+var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*$`)
+
+// Load reads the configuration through getenv and validates it, returning
+// every problem at once.
+func Load(getenv func(string) string) (Config, error) {
+	p := parser{getenv: getenv}
+	c := Config{
+		Port:      cmp.Or(getenv("PORT"), defaultPort),
+		URLPrefix: strings.Trim(cmp.Or(getenv("PRODAPI_URL_PREFIX"), defaultURLPrefix), "/"),
+		Secret:    Secret(getenv("AUTH_SERVER_SHARED_SECRET")),
+
+		AuthEnabled: p.bool("PRODAPI_AUTH_ENABLED", true),
+		AuthLeeway:  p.duration("AUTH_LEEWAY", 0),
+		Audience:    getenv("PRODAPI_AUDIENCE"),
+		Debug:       p.bool("DEBUG", false),
+		Testing:     p.bool("SUPERDESK_TESTING", false),
+
+		Sandbox:        getenv("PRODAPI_SANDBOX"),
+		SandboxLatency: p.duration("PRODAPI_SANDBOX_LATENCY", 0),
+
+		MongoURI:       URL(cmp.Or(getenv("MONGO_URI"), defaultMongoURI)),
+		MongoMaxPool:   p.uint("PRODAPI_MONGO_MAX_POOL", defaultMongoMaxPool),
+		ElasticURL:     URL(cmp.Or(getenv("ELASTICSEARCH_URL"), defaultElasticURL)),
+		ElasticIndex:   cmp.Or(getenv("ELASTICSEARCH_INDEX"), defaultElasticIndex),
+		BackendTimeout: p.duration("PRODAPI_BACKEND_TIMEOUT", defaultBackendTimeout),
+
+		ObjStore: ObjStore{
+			AccessKeyID:     getenv("OBJSTORE_ACCESS_KEY_ID"),
+			SecretAccessKey: Secret(getenv("OBJSTORE_SECRET_ACCESS_KEY")),
+			Region:          cmp.Or(getenv("OBJSTORE_REGION"), defaultRegion),
+			Container:       getenv("OBJSTORE_CONTAINER_NAME"),
+			Subfolder:       subfolder(getenv("OBJSTORE_S3_SUBFOLDER")),
+			ACL:             getenv("OBJSTORE_OBJECT_ACL"),
+			EndpointURL:     getenv("OBJSTORE_ENDPOINT_URL"),
+			URLLifetime:     p.duration("PRODAPI_ASSET_URL_LIFETIME", defaultURLLifetime),
+		},
+
+		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
+		ReadHeaderTimeout: p.duration("PRODAPI_READ_HEADER_TIMEOUT", defaultReadHeaderTimeout),
+		ReadTimeout:       p.duration("PRODAPI_READ_TIMEOUT", defaultReadTimeout),
+		WriteTimeout:      p.duration("PRODAPI_WRITE_TIMEOUT", defaultWriteTimeout),
+		IdleTimeout:       p.duration("PRODAPI_IDLE_TIMEOUT", defaultIdleTimeout),
+	}
+	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
+	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
+	c.Cache = p.cache()
+
+	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
+		p.errorf("PORT %q is not a port number", c.Port)
+	}
+	if !prefixPattern.MatchString(c.URLPrefix) {
+		p.errorf("PRODAPI_URL_PREFIX %q must be path segments of letters, digits and -._~", c.URLPrefix)
+	}
+	for _, u := range []struct{ name, value string }{
+		{"PRODAPI_URL", c.URL}, {"MEDIA_PREFIX", c.MediaPrefix}, {"ELASTICSEARCH_URL", string(c.ElasticURL)},
+		{"OBJSTORE_ENDPOINT_URL", c.ObjStore.EndpointURL},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if parsed, err := url.Parse(u.value); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+			p.errorf("%s must be an http(s) URL", u.name)
+		}
+	}
+	if m, err := url.Parse(string(c.MongoURI)); err != nil || (m.Scheme != "mongodb" && m.Scheme != "mongodb+srv") {
+		p.errorf("MONGO_URI must be a mongodb:// or mongodb+srv:// URI")
+	}
+	if c.Cache.RedisURL != "" {
+		if r, err := url.Parse(string(c.Cache.RedisURL)); err != nil || !strings.HasPrefix(r.Scheme, "redis") {
+			p.errorf("REDIS_URL must be a redis://, rediss:// or redis-sentinel:// URL")
+		}
+	}
+	if c.AuthEnabled && c.Secret == "" {
+		p.errorf("AUTH_SERVER_SHARED_SECRET is empty while PRODAPI_AUTH_ENABLED is true: set the secret Superdesk's auth server signs tokens with, or PRODAPI_AUTH_ENABLED=false for an open API")
+	}
+	if c.AuthLeeway > time.Minute {
+		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)
+	}
+	if c.ObjStore.Enabled() && c.Cache.AssetTTL >= c.ObjStore.URLLifetime {
+		p.errorf("PRODAPI_CACHE_TTL_ASSETS (%s) must be shorter than PRODAPI_ASSET_URL_LIFETIME (%s), or cached redirects would outlive their URLs",
+			c.Cache.AssetTTL, c.ObjStore.URLLifetime)
+	}
+	if c.ObjStore.URLLifetime > 7*24*time.Hour {
+		p.errorf("PRODAPI_ASSET_URL_LIFETIME %s is more than the 7 days S3 allows", c.ObjStore.URLLifetime)
+	}
+	return c, errors.Join(p.errs...)
+}
+
+func (p *parser) cache() Cache {
+	c := Cache{
+		RedisURL:    URL(p.getenv("REDIS_URL")),
+		ResourceTTL: map[string]time.Duration{},
+		Stale:       p.duration("PRODAPI_CACHE_STALE", defaultStale),
+		NotFoundTTL: p.duration("PRODAPI_CACHE_NOTFOUND_TTL", defaultNotFoundTTL),
+		AssetTTL:    p.duration("PRODAPI_CACHE_TTL_ASSETS", defaultAssetTTL),
+		LocalBytes:  int64(p.uint("PRODAPI_CACHE_LOCAL_BYTES", defaultLocalBytes)),
+		LocalTTL:    p.duration("PRODAPI_CACHE_LOCAL_TTL", defaultLocalTTL),
+	}
+	if p.getenv("PRODAPI_CACHE_TTL") != "" {
+		all := p.duration("PRODAPI_CACHE_TTL", 0)
+		c.ListTTL, c.DetailTTL = all, all
+	} else {
+		c.ListTTL, c.DetailTTL = defaultListTTL, defaultDetailTTL
+		c.ResourceTTL["desks"], c.ResourceTTL["users"] = defaultSlowTTL, defaultSlowTTL
+	}
+	for _, r := range ResourceNames {
+		name := "PRODAPI_CACHE_TTL_" + strings.ToUpper(r)
+		if p.getenv(name) != "" {
+			c.ResourceTTL[r] = p.duration(name, 0)
+		}
+	}
+	return c
+}
+
+// parser reads typed variables and collects every problem.
+type parser struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (p *parser) errorf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+// bool parses Python's strtobool spellings, as the original read
+// PRODAPI_AUTH_ENABLED. Unlike the original, anything else is an error
+// rather than false: a typo must not switch authentication off.
+func (p *parser) bool(name string, def bool) bool {
+	v := p.getenv(name)
+	switch strings.ToLower(v) {
+	case "":
+		return def
+	case "y", "yes", "t", "true", "on", "1":
+		return true
+	case "n", "no", "f", "false", "off", "0":
+		return false
+	}
+	p.errorf("%s=%q is not a boolean (use true or false)", name, v)
+	return def
+}
+
+// duration parses a Go duration ("10s", "1m30s") or a number of seconds.
+func (p *parser) duration(name string, def time.Duration) time.Duration {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, nerr := strconv.ParseFloat(v, 64)
+		if nerr != nil {
+			p.errorf("%s=%q is not a duration (use 10s, 5m, 1h)", name, v)
+			return def
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d < 0 {
+		p.errorf("%s=%q is negative", name, v)
+		return def
+	}
+	return d
+}
+
+func (p *parser) uint(name string, def uint64) uint64 {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseUint(v, 10, 63)
+	if err != nil {
+		p.errorf("%s=%q is not a non-negative integer", name, v)
+		return def
+	}
+	return n
+}
+
+// subfolder normalises OBJSTORE_S3_SUBFOLDER as the original did: "" and
+// "false" (any case) mean none; slashes around it are trimmed.
+func subfolder(v string) string {
+	if strings.EqualFold(v, "false") {
+		return ""
+	}
+	return strings.Trim(v, "/")
+}

@@ -1,0 +1,161 @@
+package sources
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDecodeEncodeRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"b":1,"a":[true,false,null],"c":{"d":"e"}}`, `{"b":1,"a":[true,false,null],"c":{"d":"e"}}`},
+		{` { "a" : 1.5 , "b":-0.25,"c":1e3,"d":2.0 } `, `{"a":1.5,"b":-0.25,"c":1000.0,"d":2.0}`},
+		{`{"s":"\u00fcn\u00ef \"q\" \\ \n\t\/"}`, `{"s":"ünï \"q\" \\ \n\t/"}`},
+		{`{"pair":"\ud83d\ude00"}`, `{"pair":"😀"}`},
+		{`[]`, `[]`},
+		{`{}`, `{}`},
+		{`"<b>&</b>"`, `"<b>&</b>"`},
+		{`9223372036854775807`, `9223372036854775807`},
+		{`9223372036854775808`, `9.223372036854776e+18`},
+		{`0.00001`, `1e-05`},
+		{`123456789.0`, `123456789.0`},
+		{`1e16`, `1e+16`},
+		{`{"x":"\u0001"}`, `{"x":"\u0001"}`},
+	} {
+		v, err := DecodeJSON([]byte(tc.in), DecodeOptions{})
+		if err != nil {
+			t.Errorf("DecodeJSON(%s): %v", tc.in, err)
+			continue
+		}
+		if got := string(AppendJSON(nil, v)); got != tc.want {
+			t.Errorf("AppendJSON(DecodeJSON(%s)) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		opts   DecodeOptions
+		substr string
+	}{
+		{`{"a":1,"a":2}`, DecodeOptions{Strict: true}, "duplicate key"},
+		{`{"a":1} x`, DecodeOptions{}, "after the JSON value"},
+		{`{"a":}`, DecodeOptions{}, "looking for a value"},
+		{`{'a':1}`, DecodeOptions{}, "string object key"},
+		{`[1,]`, DecodeOptions{}, "looking for a value"},
+		{`01`, DecodeOptions{}, "leading zero"},
+		{`NaN`, DecodeOptions{}, "invalid character"},
+		{`1e999`, DecodeOptions{}, "out of range"},
+		{`"abc`, DecodeOptions{}, "unterminated"},
+		{"\"a\x01\"", DecodeOptions{}, "control character"},
+		{"\"\xff\"", DecodeOptions{Strict: true}, "invalid UTF-8"},
+		{`"\ud800"`, DecodeOptions{Strict: true}, "surrogate"},
+		{``, DecodeOptions{}, "end of JSON"},
+		{strings.Repeat("[", 33) + strings.Repeat("]", 33), DecodeOptions{MaxDepth: 32}, "nested too deeply"},
+	} {
+		_, err := DecodeJSON([]byte(tc.in), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.substr) {
+			t.Errorf("DecodeJSON(%q) error = %v, want one containing %q", tc.in, err, tc.substr)
+		}
+	}
+	if _, err := DecodeJSON([]byte(strings.Repeat("[", 40)+strings.Repeat("]", 40)), DecodeOptions{MaxDepth: 32}); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("deep input: error %v, want ErrTooDeep", err)
+	}
+	// Lenient decoding: last duplicate wins, bad UTF-8 replaced.
+	v, err := DecodeJSON([]byte("{\"a\":1,\"a\":2,\"b\":\"\xff\"}"), DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(AppendJSON(nil, v)), `{"a":2,"b":"�"}`; got != want {
+		t.Errorf("lenient = %s, want %s", got, want)
+	}
+}
+
+func TestExtendedJSON(t *testing.T) {
+	in := `{"_id":{"$oid":"5d76113ab3af37dea3a2eb92"},"at":{"$date":"2019-09-10T15:00:00.123Z"},
+		"ms":{"$date":{"$numberLong":"1568127600000"}},"n":{"$numberLong":"42"},"i":{"$numberInt":"7"},
+		"d":{"$numberDouble":"2.5"},"dec":{"$numberDecimal":"1.10"},"other":{"$foo":1}}`
+	v, err := DecodeJSON([]byte(in), DecodeOptions{Extended: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := v.(*Doc)
+	id, _ := doc.Get("_id")
+	if oid, ok := id.(ObjectID); !ok || oid.Hex() != "5d76113ab3af37dea3a2eb92" {
+		t.Errorf("_id = %#v", id)
+	}
+	at, _ := doc.Get("at")
+	if want := time.Date(2019, 9, 10, 15, 0, 0, 123e6, time.UTC); at != want {
+		t.Errorf("at = %v, want %v", at, want)
+	}
+	want := `{"_id":"5d76113ab3af37dea3a2eb92","at":"2019-09-10T15:00:00+0000","ms":"2019-09-10T15:00:00+0000","n":42,"i":7,"d":2.5,"dec":"1.10","other":{"$foo":1}}`
+	if got := string(AppendJSON(nil, doc)); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if _, err := DecodeJSON([]byte(`{"$oid":"nothex"}`), DecodeOptions{Extended: true}); err == nil {
+		t.Error("bad $oid decoded")
+	}
+}
+
+func TestCanonicalAndIndent(t *testing.T) {
+	v, _ := DecodeJSON([]byte(`{"b":{"z":1,"y":[{"d":1,"c":2}]},"a":"x"}`), DecodeOptions{})
+	if got, want := string(AppendCanonicalJSON(nil, v)), `{"a":"x","b":{"y":[{"c":2,"d":1}],"z":1}}`; got != want {
+		t.Errorf("canonical = %s, want %s", got, want)
+	}
+	want := "{\n    \"b\": {\n        \"z\": 1,\n        \"y\": [\n            {\n                \"d\": 1,\n                \"c\": 2\n            }\n        ]\n    },\n    \"a\": \"x\"\n}"
+	if got := string(AppendJSONIndent(nil, v, "    ")); got != want {
+		t.Errorf("indent:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestDocOperations(t *testing.T) {
+	d := D("a", int64(1), "b", D("c", "x"), "e", nil)
+	d.Set("a", int64(2))
+	d.Set("f", true)
+	if !d.Delete("e") || d.Delete("missing") {
+		t.Error("Delete reported wrongly")
+	}
+	if got, want := d.Keys(), []string{"a", "b", "f"}; !cmp.Equal(got, want) {
+		t.Errorf("Keys = %v, want %v", got, want)
+	}
+	if v, ok := d.Path("b.c"); !ok || v != "x" {
+		t.Errorf("Path(b.c) = %v, %v", v, ok)
+	}
+	if _, ok := d.Path("b.c.d"); ok {
+		t.Error("Path through a string succeeded")
+	}
+	c := d.Clone()
+	sub, _ := c.Doc("b")
+	sub.Set("c", "changed")
+	if v, _ := d.Path("b.c"); v != "x" {
+		t.Error("Clone shares sub-documents")
+	}
+}
+
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5,"x",null,true,{"b":{}}]}`, `"\ud83d\ude00"`, `{"$oid":"5d76113ab3af37dea3a2eb92"}`, `-0`, `1e-7`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := DecodeJSON(data, DecodeOptions{Strict: true, MaxDepth: 32})
+		if err != nil {
+			return
+		}
+		// What we accept re-encodes to JSON we accept again, identically.
+		enc := AppendJSON(nil, v)
+		v2, err := DecodeJSON(enc, DecodeOptions{Strict: true, MaxDepth: 32})
+		if err != nil {
+			t.Fatalf("re-decoding %s: %v", enc, err)
+		}
+		if enc2 := AppendJSON(nil, v2); string(enc2) != string(enc) {
+			t.Fatalf("unstable encoding: %s then %s", enc, enc2)
+		}
+		if c1, c2 := AppendCanonicalJSON(nil, v), AppendCanonicalJSON(nil, v2); string(c1) != string(c2) {
+			t.Fatalf("unstable canonical encoding: %s then %s", c1, c2)
+		}
+	})
+}

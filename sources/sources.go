@@ -1,0 +1,198 @@
+// Package sources defines what the server, the cache, the enricher and the
+// backends agree on: the Resource table, the Query a request becomes, the
+// Doc a backend returns, the Representation the cache stores and the
+// server writes, the small interfaces backends satisfy, and the errors
+// callers may test for.
+//
+// It imports nothing from this module and no drivers. Adapters live below
+// it: sources/sandbox, sources/mongo, sources/elastic.
+package sources
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors a backend returns, wrapped with %w; callers test them with
+// errors.Is. Driver errors never cross an adapter's boundary.
+var (
+	// ErrNotFound: no document has that id.
+	ErrNotFound = errors.New("sources: not found")
+	// ErrInvalid: the backend refused a query that passed validation
+	// (a sort on an unmapped text field, say). The client's fault: 400.
+	ErrInvalid = errors.New("sources: query refused by the backend")
+	// ErrUnavailable: the backend cannot answer now (down, refusing
+	// connections, out of capacity). 503 unless something is cached.
+	ErrUnavailable = errors.New("sources: backend unavailable")
+	// ErrTimeout: the backend did not answer within its deadline. 504
+	// unless something is cached.
+	ErrTimeout = errors.New("sources: backend timed out")
+	// ErrPartial: the search backend answered with partial results
+	// (timed_out, failed shards). Never served or cached as complete.
+	ErrPartial = errors.New("sources: partial results")
+)
+
+// A SortKey orders a list by one field.
+type SortKey struct {
+	Field string
+	Desc  bool
+}
+
+// A Projection selects the fields of the documents served. The zero value
+// selects every field.
+type Projection struct {
+	Fields  []string // top-level or dotted names
+	Exclude bool     // true: every field but Fields; false: only Fields (and _id)
+}
+
+// IsZero reports whether the projection selects every field.
+func (p Projection) IsZero() bool { return len(p.Fields) == 0 }
+
+// A Param is one request parameter in canonical form: JSON values
+// re-encoded with sorted keys, defaults elided.
+type Param struct {
+	Name, Value string
+}
+
+// MaxTotal is where search totals saturate, as the original's
+// track_total_hits=10000 made them.
+const MaxTotal = 10000
+
+// A Query is a validated request: a detail (ID set) or a list page. The
+// server builds it from the URL; nothing in it comes from a client
+// unchecked.
+type Query struct {
+	Resource *Resource
+	// ID is the detail id, as it appeared in the path; empty for a list.
+	ID string
+	// Page (from 1) and MaxResults (1 to 500) as the response reports
+	// them. A search body may set its own size and from.
+	Page, MaxResults int
+	// Where is the validated Mongo filter of a document-database list,
+	// nil for none. A 24-hex string in it matches an ObjectID or the
+	// string; a string in DateLayout matches a date or the string.
+	Where *Doc
+	// Sort of a document-database list; the parser fills in the
+	// resource's default.
+	Sort []SortKey
+	// Search is the complete, validated Elasticsearch body of a search
+	// list: query, sort, size, from and, when asked, aggs, post_filter,
+	// _source and track_total_hits. Legacy syntax is already rewritten.
+	Search *Doc
+	// Fields is the client's projection, applied to the documents served.
+	Fields Projection
+	// Params are the request's parameters in canonical form, except page
+	// and max_results, in link order: where, sort, then the rest by name.
+	// Cache keys and _links hrefs are built from them, so equivalent
+	// requests share both.
+	Params []Param
+	// Pretty asks for indented JSON.
+	Pretty bool
+}
+
+// IsDetail reports whether q reads one document.
+func (q *Query) IsDetail() bool { return q.ID != "" }
+
+// Skip is how many documents precede the page.
+func (q *Query) Skip() int { return (q.Page - 1) * q.MaxResults }
+
+// A Result is one page of a list.
+type Result struct {
+	Docs []*Doc
+	// Total counts every match; search totals saturate at MaxTotal.
+	Total int
+	// Aggregations are the search backend's aggregation results, as it
+	// returned them; nil when none were asked for.
+	Aggregations *Doc
+}
+
+// A Lookup is one batched query that enrichment makes for a whole page:
+// the documents of Collection whose Field equals one of Values.
+type Lookup struct {
+	Collection string // "assignments", "planning", "archive", "content_types"
+	Field      string // "_id", "coverage_item", "assignment_id", "event_item", ...
+	// Values to match. A 24-hex string matches an ObjectID or the
+	// string, as in a Where.
+	Values []any
+	Sort   []SortKey
+	// Limit bounds the documents returned; 0 means no bound.
+	Limit int
+	// Search runs the lookup on the search index, as the original did for
+	// some of its link queries; otherwise on the document database.
+	Search bool
+}
+
+// A Getter reads one document of a resource by id from the document
+// database. A 24-hex id matches an ObjectID _id and, failing that, a
+// string _id. It returns an error wrapping ErrNotFound if there is none.
+type Getter interface {
+	Get(ctx context.Context, res *Resource, id string) (*Doc, error)
+}
+
+// A Finder answers a list query: from the search index for search
+// resources (q.Search), from the document database otherwise (q.Where,
+// q.Sort, q.Skip, q.MaxResults).
+type Finder interface {
+	Find(ctx context.Context, q *Query) (*Result, error)
+}
+
+// A Looker runs enrichment lookups. Results are in l.Sort order (backend
+// order when empty) and hold at most l.Limit documents when it is set.
+type Looker interface {
+	Lookup(ctx context.Context, l Lookup) ([]*Doc, error)
+}
+
+// A Store is a complete backend: the sandbox, or the platform's Mongo and
+// Elastic together. Documents returned are the caller's to modify.
+// Errors wrap ErrNotFound, ErrInvalid, ErrUnavailable, ErrTimeout or
+// ErrPartial, or are the context's error.
+type Store interface {
+	Getter
+	Finder
+	Looker
+}
+
+// A Representation is a finished response for a query: what the cache
+// stores and the server writes.
+type Representation struct {
+	// Status is 200, or 404 for a detail that does not exist (a
+	// deterministic answer the cache keeps briefly). Other failures are
+	// errors, never representations.
+	Status int
+	// Body is the JSON body; it may be nil when Gzip is set.
+	Body []byte
+	// Gzip is the gzip-compressed body, when the producer has it.
+	Gzip []byte
+	// ETag is the strong validator, quoted: a hash of the body.
+	ETag string
+	// Total is the list's total (X-Total-Count); -1 for a detail.
+	Total int
+	// LastModified is the latest _updated of the documents, zero if none.
+	LastModified time.Time
+	// NoStore marks a response that may be served but not cached: an
+	// optional enrichment failed.
+	NoStore bool
+
+	// Set by a cache:
+	// StoredAt is when the representation was produced; zero when it
+	// comes straight from the backend.
+	StoredAt time.Time
+	// CacheStatus is the RFC 9211 Cache-Status value, "" without a cache.
+	CacheStatus string
+	// Outcome is the cache outcome for logs and metrics: hit, stale,
+	// miss, collapsed, bypass or error.
+	Outcome string
+}
+
+// A Loader produces the representation of a query. The server's renderer
+// is one; the cache wraps one.
+type Loader interface {
+	Load(ctx context.Context, q *Query) (*Representation, error)
+}
+
+// LoaderFunc adapts a function to a Loader.
+type LoaderFunc func(ctx context.Context, q *Query) (*Representation, error)
+
+// Load calls f.
+func (f LoaderFunc) Load(ctx context.Context, q *Query) (*Representation, error) { return f(ctx, q) }
