@@ -1,0 +1,109 @@
+// Package enrich shapes the documents a backend returned into what the
+// production API serves, and computes the enrichment entries of their
+// _links: the original's post-processing hooks (original-superdesk.md §2
+// and §3), rebuilt so that a page costs a small constant number of backend
+// queries instead of several per document.
+//
+// # Shaping
+//
+// Per document, in place, in the original's hook order:
+//
+//  1. details only: the datasource projection of items and contacts
+//     (Resource.Projection), which Mongo applied before anything else;
+//  2. the resource's excluded fields, top-level and dotted (update._etag);
+//     a parent that is not a document is skipped (the original crashed);
+//  3. renditions: media → href (MEDIA_PREFIX + "/" + media + extension),
+//     old hrefs replaced in the top-level body_html, on the document and on
+//     every association, whose own excluded fields then go too;
+//  4. items: profile → the content type's output name;
+//  5. planning: sync_assignment_details_to_coverages.
+//
+// # Links
+//
+// Enrich returns, per document, the enrichment links the renderer appends
+// to _links after self, parent and collection, in the original's key
+// order: items get assignment, planning, event; assignments get planning,
+// event, content; planning gets event, assignments; events get plannings,
+// assignments. Hrefs are relative ("planning/<id>").
+//
+// # Queries
+//
+// Every lookup is one sources.Lookup for the whole page, whatever its size;
+// a step with nothing to look up makes no query:
+//
+//	resource     lookups (at most)                                          original, per document
+//	items        assignments by _id, content_types by _id, planning by _id  up to 3
+//	assignments  planning by _id, archive by assignment_id (search)         2
+//	planning     assignments by coverage_item, by scheduled_update_id,      1 + 1 per coverage with updates
+//	             assignments by _id (search), archive by assignment_id         + 2
+//	events       planning by event_item, assignments by _id (search),       1 + 2
+//	             archive by assignment_id (search)
+//
+// Independent lookups run concurrently (items: assignments with
+// content_types, then planning; assignments: both at once; planning: all
+// four at once, because syncing a coverage never changes which assignment
+// id it names; events: planning, then the other two). They use a
+// sync.WaitGroup rather than errgroup.WithContext on purpose: every lookup
+// is optional, so no failure may cancel its siblings, and the request's own
+// context already cancels them all.
+//
+// # Degrade policy (STYLE rule 30)
+//
+// Every lookup is optional. When one fails for any reason but the request's
+// own context ending (an unavailable backend, a refused query, the
+// per-lookup Options.Timeout), Enrich omits what the lookup would have
+// produced, logs one Warn line naming the resource and the step, and
+// reports degraded: the response is served but must not be cached. When
+// the request's context is cancelled or past its deadline, Enrich returns
+// its error and the request fails.
+//
+//	step (resource)                    required?  on failure
+//	shaping (all)                      —          makes no query, cannot fail
+//	content_types (items)              optional   profile becomes the lower-case content type id
+//	                                              (what "content type not found" gives)
+//	assignments by _id (items)         optional   no assignment, planning or event link
+//	planning by _id (items)            optional   no event link
+//	planning by _id (assignments)      optional   no event link
+//	archive by assignment_id (assignments) optional no content link
+//	coverage sync (planning)           optional   coverages keep their stored assigned_to;
+//	                                              empty ones still become {} and
+//	                                              scheduled_updates still defaults to []
+//	scheduled update sync (planning)   optional   scheduled updates keep their stored assigned_to
+//	assignments by _id (planning, events) optional no assignments link
+//	archive by assignment_id (planning, events) optional assignment links lack content_*
+//	planning by event_item (events)    optional   no plannings or assignments link
+//	request context ends               required   Enrich returns the context's error
+//
+// # Where we differ from the original, on purpose
+//
+//   - No N+1: one lookup per step per page (above).
+//   - No silent cap of 10 (Elasticsearch's default size): every link list
+//     (content, assignments, plannings) is complete up to Options.LinkLimit.
+//     A lookup that feeds lists for a whole page asks for at most
+//     len(ids)×LinkLimit documents (10000 on the search index, its result
+//     window), so one id with an outlandish number of matches could crowd
+//     others out of that window; real newsroom data is nowhere near it.
+//   - When several archive items name one assignment, the assignment link
+//     of a planning or event carries the most recently updated item. The
+//     original's dictionary let the least recently updated of the first ten
+//     hits win, by accident.
+//   - Ties in planning.scheduled keep the order in which the coverages name
+//     the assignments (Elasticsearch's tie order was unspecified).
+//   - Where the original answered 500, we serve the rest and skip the part
+//     that cannot be computed: a null update, renditions or associations;
+//     a coverage without coverage_id (it only contributes no lookup value);
+//     a missing planning (no event link); an item without state or
+//     pubstatus (null in the content link); an int profile (left as is); a
+//     content type with a null label (treated as missing).
+//   - An event without guid gets no links (the original matched every
+//     planning without an event).
+//   - A media id that already has an extension or a "/" (object storage)
+//     gets no extension added, as the original's S3 storage did; GridFS ids
+//     get the extension of their mimetype from a fixed table (Python's
+//     built-in mimetypes table plus image/webp and image/bmp).
+//   - A rendition whose media is not a string or an ObjectID (null, a
+//     number) is left untouched rather than linked to ".../None".
+//   - When a planning names assignment ids and none of them is found, the
+//     original set "assignments": []; so do we. A failed lookup omits the
+//     key instead.
+package enrich
