@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// AuthOptions configure token checks (decisions.md §5).
+type AuthOptions struct {
+	// Enabled switches authentication on (PRODAPI_AUTH_ENABLED).
+	Enabled bool
+	// Secret is the HS256 key Superdesk's auth server signs with.
+	Secret []byte
+	// Leeway is the clock skew allowed on exp and nbf.
+	Leeway time.Duration
+	// Audience, when set, is the aud a token may carry; a token with any
+	// aud is refused unless it names Audience.
+	Audience string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Claims are what a verified token grants.
+type Claims struct {
+	ClientID string
+	Scopes   []string
+	Expires  time.Time
+}
+
+// Has reports whether the claims carry scope, by exact membership.
+func (c *Claims) Has(scope string) bool { return slices.Contains(c.Scopes, scope) }
+
+type claimsKey struct{}
+
+// ClaimsFrom returns the claims of the request's verified token.
+func ClaimsFrom(ctx context.Context) (*Claims, bool) {
+	c, ok := ctx.Value(claimsKey{}).(*Claims)
+	return c, ok
+}
+
+// tokenClaims is the JWT payload as Superdesk's auth server issues it:
+// iss, iat, exp, client_id and scope (a list).
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	ClientID string          `json:"client_id,omitempty"`
+	Scope    json.RawMessage `json:"scope,omitempty"`
+}
+
+// authenticator verifies tokens. Verified tokens are remembered (by a hash
+// of the whole token, bounded in number) so that a client repeating its
+// token pays the signature and parsing once; expiry and not-before are
+// still checked against the clock on every request.
+type authenticator struct {
+	opts   AuthOptions
+	parser *jwt.Parser
+
+	mu   sync.Mutex
+	memo map[[32]byte]*Claims
+	nbf  map[[32]byte]time.Time
+}
+
+const maxMemo = 10000
+
+func newAuthenticator(opts AuthOptions) *authenticator {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &authenticator{
+		opts: opts,
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{"HS256"}),
+			jwt.WithExpirationRequired(),
+			jwt.WithLeeway(opts.Leeway),
+			jwt.WithTimeFunc(opts.Now),
+		),
+		memo: map[[32]byte]*Claims{},
+		nbf:  map[[32]byte]time.Time{},
+	}
+}
+
+var (
+	errNoToken  = errors.New("no token")
+	errBadScope = errors.New("scope claim is neither a list of names nor a space-separated string")
+	errAudience = errors.New("token audience does not name this service")
+	errDupClaim = errors.New("token payload repeats a claim")
+)
+
+// verify returns the claims of the request's token, or an error (401).
+func (a *authenticator) verify(r *http.Request) (*Claims, error) {
+	tok := tokenFrom(r.Header.Get("Authorization"))
+	if tok == "" {
+		return nil, errNoToken
+	}
+	key := sha256.Sum256([]byte(tok))
+	now := a.opts.Now()
+	a.mu.Lock()
+	c, ok := a.memo[key]
+	nbf := a.nbf[key]
+	a.mu.Unlock()
+	if ok {
+		if now.After(c.Expires.Add(a.opts.Leeway)) {
+			return nil, jwt.ErrTokenExpired
+		}
+		if !nbf.IsZero() && now.Add(a.opts.Leeway).Before(nbf) {
+			return nil, jwt.ErrTokenNotValidYet
+		}
+		return c, nil
+	}
+	c, nbf, err := a.parse(tok)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if len(a.memo) >= maxMemo {
+		for k := range a.memo { // evict an arbitrary entry
+			delete(a.memo, k)
+			delete(a.nbf, k)
+			break
+		}
+	}
+	a.memo[key] = c
+	if !nbf.IsZero() {
+		a.nbf[key] = nbf
+	}
+	a.mu.Unlock()
+	return c, nil
+}
+
+func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
+	if len(a.opts.Secret) == 0 {
+		return nil, time.Time{}, errors.New("no shared secret")
+	}
+	// One JSON reader for claims: refuse payloads with duplicate keys,
+	// which different JSON parsers resolve differently.
+	if parts := strings.Split(tok, "."); len(parts) == 3 {
+		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
+			if _, err := sources.DecodeJSON(payload, sources.DecodeOptions{Strict: true, MaxDepth: 32}); err != nil {
+				return nil, time.Time{}, fmt.Errorf("%w: %v", errDupClaim, err)
+			}
+		}
+	}
+	var tc tokenClaims
+	// Header keys (jwk, jku, x5u, kid) are never looked at: the key is
+	// always the shared secret.
+	if _, err := a.parser.ParseWithClaims(tok, &tc, func(*jwt.Token) (any, error) { return a.opts.Secret, nil }); err != nil {
+		return nil, time.Time{}, err
+	}
+	if len(tc.Audience) > 0 && (a.opts.Audience == "" || !slices.Contains(tc.Audience, a.opts.Audience)) {
+		return nil, time.Time{}, errAudience
+	}
+	scopes, err := parseScope(tc.Scope)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	c := &Claims{ClientID: tc.ClientID, Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	var nbf time.Time
+	if tc.NotBefore != nil {
+		nbf = tc.NotBefore.Time
+	}
+	return c, nbf, nil
+}
+
+// parseScope accepts a JSON list of names (what Superdesk issues) or a
+// space-separated string (RFC 8693 style); a missing scope is no scopes.
+func parseScope(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strings.Fields(s), nil
+	}
+	return nil, errBadScope
+}
+
+// tokenFrom extracts the token as Eve's TokenAuth did: the username of
+// Basic credentials; else "Bearer <t>" or "Token <t>" (case-insensitive,
+// the second space-separated word); else the bare header value.
+func tokenFrom(header string) string {
+	h := strings.TrimSpace(header)
+	if h == "" {
+		return ""
+	}
+	if scheme, rest, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "basic") {
+		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
+			if user, _, ok := strings.Cut(string(raw), ":"); ok {
+				return user
+			}
+		}
+		return "" // undecodable Basic credentials carry no token
+	}
+	lower := strings.ToLower(h)
+	if strings.HasPrefix(lower, "bearer") || strings.HasPrefix(lower, "token") {
+		words := strings.Split(h, " ")
+		if len(words) < 2 {
+			return ""
+		}
+		return words[1]
+	}
+	return h
+}
+
+// authorize checks the request's token and, when scope is not empty, that
+// it grants scope (401, 403). It returns the request with the claims in
+// its context.
+func (s *Server) authorize(r *http.Request, scope string) (*http.Request, error) {
+	if !s.auth.opts.Enabled {
+		return r, nil
+	}
+	c, err := s.auth.verify(r)
+	if err != nil {
+		return r, &httpError{
+			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
+			header: http.Header{"Www-Authenticate": {`Bearer realm="prodapi"`}},
+		}
+	}
+	if scope != "" && !c.Has(scope) {
+		return r, &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
+			err: fmt.Errorf("token of client %q lacks %s", c.ClientID, scope)}
+	}
+	return r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)), nil
+}
+
+// MintToken signs a token the way Superdesk's auth server issues them
+// (HS256; iss, iat, exp, client_id, scope as a list). It serves
+// `prodapi token` and tests.
+func MintToken(secret []byte, clientID string, scopes []string, ttl time.Duration, now time.Time) (string, error) {
+	if len(secret) == 0 {
+		return "", errors.New("server: no shared secret to sign with")
+	}
+	if scopes == nil {
+		scopes = []string{}
+	}
+	claims := jwt.MapClaims{
+		"iss":       "Superdesk Auth Server",
+		"iat":       now.Unix(),
+		"exp":       now.Add(ttl).Unix(),
+		"client_id": clientID,
+		"scope":     scopes,
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var (
+	testSecret = []byte("a-test-secret-that-is-at-least-32-bytes-long")
+	testNow    = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+)
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func validClaims(scope any) jwt.MapClaims {
+	return jwt.MapClaims{"iss": "Superdesk Auth Server", "iat": testNow.Unix(), "exp": testNow.Add(time.Hour).Unix(),
+		"client_id": "5dad7ee94269dd1d5a78e6a1", "scope": scope}
+}
+
+func TestTokenFrom(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	for _, tc := range []struct{ header, want string }{
+		{"", ""},
+		{"Bearer abc", "abc"},
+		{"bearer abc", "abc"},
+		{"BEARER abc", "abc"},
+		{"Token abc", "abc"},
+		{"token abc", "abc"},
+		{"  Bearer abc  ", "abc"},
+		{"Bearer  abc", ""}, // Eve took the second space-separated word
+		{"Bearer", ""},
+		{"Bearerabc", ""},
+		{"abc.def.ghi", "abc.def.ghi"},
+		{"Basic " + b64("abc.def.ghi:"), "abc.def.ghi"},
+		{"Basic " + b64("abc.def.ghi:ignored"), "abc.def.ghi"},
+		{"basic " + b64("abc:x"), "abc"},
+		{"Basic " + b64("nocolon"), ""},
+		{"Basic !!!", ""},
+	} {
+		if got := tokenFrom(tc.header); got != tc.want {
+			t.Errorf("tokenFrom(%q) = %q, want %q", tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestVerify(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := sign(t, jwt.SigningMethodHS256, testSecret, validClaims([]string{"ARCHIVE_READ"}))
+	noneTok, _ := jwt.NewWithClaims(jwt.SigningMethodNone, validClaims([]string{"ARCHIVE_READ"})).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	withClaims := func(edit func(jwt.MapClaims)) string {
+		c := validClaims([]string{"ARCHIVE_READ"})
+		edit(c)
+		return sign(t, jwt.SigningMethodHS256, testSecret, c)
+	}
+	dupPayload := func() string {
+		header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+		payload := base64.RawURLEncoding.EncodeToString([]byte(`{"exp":9999999999,"scope":[],"scope":["ARCHIVE_READ"]}`))
+		m := jwt.SigningMethodHS256
+		sig, _ := m.Sign(header+"."+payload, testSecret)
+		return header + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}()
+
+	for _, tc := range []struct {
+		name     string
+		token    string
+		opts     func(*AuthOptions)
+		ok       bool
+		wantScop []string
+	}{
+		{name: "valid", token: good, ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "wrong secret", token: sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "alg none", token: noneTok},
+		{name: "HS512", token: sign(t, jwt.SigningMethodHS512, testSecret, validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "RS256", token: sign(t, jwt.SigningMethodRS256, rsaKey, validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "expired", token: withClaims(func(c jwt.MapClaims) { c["exp"] = testNow.Add(-time.Second).Unix() })},
+		{name: "expired within leeway", token: withClaims(func(c jwt.MapClaims) { c["exp"] = testNow.Add(-30 * time.Second).Unix() }),
+			opts: func(o *AuthOptions) { o.Leeway = time.Minute }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "no exp", token: withClaims(func(c jwt.MapClaims) { delete(c, "exp") })},
+		{name: "string exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })},
+		{name: "nbf in future", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(time.Hour).Unix() })},
+		{name: "nbf past", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(-time.Hour).Unix() }), ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "aud without audience configured", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "prodapi" })},
+		{name: "aud names us", token: withClaims(func(c jwt.MapClaims) { c["aud"] = []string{"x", "prodapi"} }),
+			opts: func(o *AuthOptions) { o.Audience = "prodapi" }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "aud names another", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "other" }),
+			opts: func(o *AuthOptions) { o.Audience = "prodapi" }},
+		{name: "scope string", token: withClaims(func(c jwt.MapClaims) { c["scope"] = "ARCHIVE_READ DESKS_READ" }), ok: true,
+			wantScop: []string{"ARCHIVE_READ", "DESKS_READ"}},
+		{name: "scope object", token: withClaims(func(c jwt.MapClaims) { c["scope"] = map[string]any{"ARCHIVE_READ": true} })},
+		{name: "scope number", token: withClaims(func(c jwt.MapClaims) { c["scope"] = 1 })},
+		{name: "scope list of mixed", token: withClaims(func(c jwt.MapClaims) { c["scope"] = []any{"ARCHIVE_READ", 1} })},
+		{name: "scope missing", token: withClaims(func(c jwt.MapClaims) { delete(c, "scope") }), ok: true},
+		{name: "duplicate claim", token: dupPayload},
+		{name: "garbage", token: "not.a.token"},
+		{name: "two segments", token: "abc.def"},
+		{name: "no secret", token: good, opts: func(o *AuthOptions) { o.Secret = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }}
+			if tc.opts != nil {
+				tc.opts(&opts)
+			}
+			a := newAuthenticator(opts)
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("Authorization", "Bearer "+tc.token)
+			c, err := a.verify(r)
+			if (err == nil) != tc.ok {
+				t.Fatalf("verify: err = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && strings.Join(c.Scopes, " ") != strings.Join(tc.wantScop, " ") {
+				t.Errorf("scopes = %v, want %v", c.Scopes, tc.wantScop)
+			}
+		})
+	}
+}
+
+// A remembered token still expires, and not-before still holds.
+func TestVerifyMemoRespectsTime(t *testing.T) {
+	now := testNow
+	a := newAuthenticator(AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return now }})
+	c := validClaims([]string{"ARCHIVE_READ"})
+	c["nbf"] = testNow.Add(-time.Minute).Unix()
+	tok := sign(t, jwt.SigningMethodHS256, testSecret, c)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	if _, err := a.verify(r); err != nil {
+		t.Fatalf("first verify: %v", err)
+	}
+	if _, err := a.verify(r); err != nil {
+		t.Fatalf("remembered verify: %v", err)
+	}
+	now = testNow.Add(2 * time.Hour)
+	if _, err := a.verify(r); err == nil {
+		t.Error("remembered token verified after its expiry")
+	}
+	now = testNow.Add(-2 * time.Minute)
+	if _, err := a.verify(r); err == nil {
+		t.Error("remembered token verified before its nbf")
+	}
+}
+
+func TestMintToken(t *testing.T) {
+	tok, err := MintToken(testSecret, "client", []string{"ARCHIVE_READ", "DESKS_READ"}, time.Hour, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuthenticator(AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", tok)
+	c, err := a.verify(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClientID != "client" || !c.Has("DESKS_READ") || c.Has("USERS_READ") || !c.Expires.Equal(testNow.Add(time.Hour)) {
+		t.Errorf("claims = %+v", c)
+	}
+	if _, err := MintToken(nil, "c", nil, time.Hour, testNow); err == nil {
+		t.Error("MintToken without a secret succeeded")
+	}
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// defaultMaxResults is Eve's PAGINATION_DEFAULT: links omit it.
+const defaultMaxResults = 25
+
+// querydef builds the query string of a link to page of q, in Eve's order
+// (original-http.md §2.2): max_results when not the default, where, sort,
+// page when past the first, then the other parameters. Unlike the
+// original, values are the canonical ones (so equivalent requests get the
+// same links and share cache entries) and are percent-encoded (so the
+// links are URLs a client can follow); unknown parameters are dropped.
+// projection is never echoed, as in Eve.
+func querydef(q *sources.Query, page int) string {
+	var b strings.Builder
+	add := func(name, value string) {
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		b.WriteString(escapeQuery(value))
+	}
+	if q.MaxResults != defaultMaxResults {
+		add("max_results", strconv.Itoa(q.MaxResults))
+	}
+	rest := q.Params
+	for len(rest) > 0 && (rest[0].Name == "where" || rest[0].Name == "sort") {
+		add(rest[0].Name, rest[0].Value)
+		rest = rest[1:]
+	}
+	if page > 1 {
+		add("page", strconv.Itoa(page))
+	}
+	for _, p := range rest {
+		if p.Name != "projection" {
+			add(p.Name, p.Value)
+		}
+	}
+	return b.String()
+}
+
+// href joins a path and a query string.
+func href(path, qs string) string {
+	if qs == "" {
+		return path
+	}
+	return path + "?" + qs
+}
+
+// escapeQuery percent-encodes a query value, leaving readable the
+// characters a query component may carry literally.
+func escapeQuery(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~:/@!$'()*,", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+func link(title, href string) *sources.Doc {
+	return sources.NewDoc(sources.Field{Key: "title", Value: title}, sources.Field{Key: "href", Value: href})
+}
+
+var homeLink = link("home", "/")
+
+// listLinks builds a list envelope's _links: parent, self, next, last and
+// prev, with Eve's rules (self carries the query only when there are
+// results; next and last while pages remain; prev past the first page).
+func listLinks(q *sources.Query, total int) *sources.Doc {
+	res := q.Resource
+	self := res.Name
+	if total > 0 {
+		self = href(res.Name, querydef(q, q.Page))
+	}
+	l := sources.NewDoc(
+		sources.Field{Key: "parent", Value: homeLink},
+		sources.Field{Key: "self", Value: link(res.Title, self)},
+	)
+	if q.Page*q.MaxResults < total {
+		last := (total + q.MaxResults - 1) / q.MaxResults
+		l.Set("next", link("next page", href(res.Name, querydef(q, q.Page+1))))
+		l.Set("last", link("last page", href(res.Name, querydef(q, last))))
+	}
+	if q.Page > 1 {
+		l.Set("prev", link("previous page", href(res.Name, querydef(q, q.Page-1))))
+	}
+	return l
+}
+
+// itemLinks builds a detail's _links: self, parent, collection (carrying
+// the request's list parameters, as Eve did) and prev when the request
+// named a page past the first.
+func itemLinks(q *sources.Query, id string) *sources.Doc {
+	res := q.Resource
+	self := res.Name + "/" + id
+	l := sources.NewDoc(
+		sources.Field{Key: "self", Value: link(res.ItemTitle, self)},
+		sources.Field{Key: "parent", Value: homeLink},
+		sources.Field{Key: "collection", Value: link(res.Title, href(res.Name, querydef(q, q.Page)))},
+	)
+	if q.Page > 1 {
+		l.Set("prev", link("previous page", href(self, querydef(q, q.Page-1))))
+	}
+	return l
+}

@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+type fakeReader struct {
+	docs   map[string]*sources.Doc
+	result *sources.Result
+}
+
+func (f fakeReader) Get(_ context.Context, res *sources.Resource, id string) (*sources.Doc, error) {
+	d, ok := f.docs[id]
+	if !ok {
+		return nil, fmt.Errorf("fake: %w", sources.ErrNotFound)
+	}
+	return d.Clone(), nil
+}
+
+func (f fakeReader) Find(context.Context, *sources.Query) (*sources.Result, error) {
+	r := *f.result
+	r.Docs = nil
+	for _, d := range f.result.Docs {
+		r.Docs = append(r.Docs, d.Clone())
+	}
+	return &r, nil
+}
+
+// noEnrich shapes nothing and adds a marker link to every document.
+var noEnrich = EnricherFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
+	links := make([]*sources.Doc, len(docs))
+	for i := range docs {
+		links[i] = sources.D("planning", link("Planning", "planning/p1"))
+	}
+	return links, false, nil
+})
+
+func res(name string) *sources.Resource {
+	r, _ := sources.ResourceByName(name)
+	return r
+}
+
+func render(t *testing.T, rd *Renderer, q *sources.Query) (*sources.Representation, string) {
+	t.Helper()
+	rep, err := rd.Load(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, string(rep.Body)
+}
+
+func TestRenderDetail(t *testing.T) {
+	updated := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
+	oid, _ := sources.ParseObjectID("5d76113ab3af37dea3a2eb9e")
+	store := fakeReader{docs: map[string]*sources.Doc{
+		"5d76113ab3af37dea3a2eb9e": sources.D("_id", oid, "name", "PROD", "_updated", updated, "task", sources.D("desk", "d", "stage", "s")),
+		"c1":                       sources.D("_id", "c1", "first_name", "Brett"),
+	}}
+	rd := NewRenderer(store, noEnrich)
+
+	rep, body := render(t, rd, &sources.Query{Resource: res("desks"), ID: "5d76113ab3af37dea3a2eb9e", Page: 1, MaxResults: 25})
+	want := `{"_id":"5d76113ab3af37dea3a2eb9e","name":"PROD","_updated":"2026-11-20T09:15:00+0000","task":{"desk":"d","stage":"s"},` +
+		`"_links":{"self":{"title":"Desk","href":"desks/5d76113ab3af37dea3a2eb9e"},"parent":{"title":"home","href":"/"},` +
+		`"collection":{"title":"desks","href":"desks"},"planning":{"title":"Planning","href":"planning/p1"}}}`
+	if body != want {
+		t.Errorf("detail:\n got %s\nwant %s", body, want)
+	}
+	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != etagOf(rep.Body) || rep.Status != 200 {
+		t.Errorf("detail metadata: %+v", rep)
+	}
+
+	// Eve's collection and prev links carry the item request's list parameters.
+	_, body = render(t, rd, &sources.Query{Resource: res("desks"), ID: "5d76113ab3af37dea3a2eb9e", Page: 3, MaxResults: 7,
+		Params: []sources.Param{{Name: "where", Value: `{"a":1}`}, {Name: "pretty", Value: ""}}, Fields: sources.Projection{Fields: []string{"task.desk"}}})
+	want = `{"_id":"5d76113ab3af37dea3a2eb9e","task":{"desk":"d"},"_links":{"self":{"title":"Desk","href":"desks/5d76113ab3af37dea3a2eb9e"},` +
+		`"parent":{"title":"home","href":"/"},"collection":{"title":"desks","href":"desks?max_results=7&where=%7B%22a%22:1%7D&page=3&pretty="},` +
+		`"prev":{"title":"previous page","href":"desks/5d76113ab3af37dea3a2eb9e?max_results=7&where=%7B%22a%22:1%7D&page=2&pretty="},` +
+		`"planning":{"title":"Planning","href":"planning/p1"}}}`
+	if body != want {
+		t.Errorf("detail with params:\n got %s\nwant %s", body, want)
+	}
+
+	_, body = render(t, rd, &sources.Query{Resource: res("contacts"), ID: "c1", Page: 1, MaxResults: 25})
+	if body != `{"_id":"c1","first_name":"Brett"}` {
+		t.Errorf("contacts carry no _links: %s", body)
+	}
+
+	rep, _ = render(t, rd, &sources.Query{Resource: res("desks"), ID: "missing", Page: 1, MaxResults: 25})
+	if rep.Status != 404 || rep.Body != nil {
+		t.Errorf("missing detail: %+v", rep)
+	}
+}
+
+func TestRenderListLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		page, max   int
+		total       int
+		params      []sources.Param
+		want        string
+		wantNoStore bool
+	}{
+		{name: "empty", page: 1, max: 25, total: 0, params: []sources.Param{{Name: "where", Value: `{"a":1}`}},
+			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks"}}`},
+		{name: "one page", page: 1, max: 25, total: 3,
+			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks"}}`},
+		{name: "first of three", page: 1, max: 1, total: 3,
+			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?max_results=1"},` +
+				`"next":{"title":"next page","href":"desks?max_results=1&page=2"},"last":{"title":"last page","href":"desks?max_results=1&page=3"}}`},
+		{name: "middle", page: 2, max: 1, total: 3,
+			params: []sources.Param{{Name: "where", Value: `{"name":"a b&c"}`}, {Name: "sort", Value: `[["name",-1]]`}, {Name: "projection", Value: `{"x":1}`}, {Name: "q", Value: "x+y"}},
+			want: `{"parent":{"title":"home","href":"/"},` +
+				`"self":{"title":"desks","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=2&q=x%2By"},` +
+				`"next":{"title":"next page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&q=x%2By"},` +
+				`"last":{"title":"last page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&q=x%2By"},` +
+				`"prev":{"title":"previous page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&q=x%2By"}}`},
+		{name: "past the end", page: 9, max: 25, total: 3,
+			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?page=9"},"prev":{"title":"previous page","href":"desks?page=8"}}`},
+		{name: "saturated total", page: 2, max: 25, total: 10000,
+			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?page=2"},` +
+				`"next":{"title":"next page","href":"desks?page=3"},"last":{"title":"last page","href":"desks?page=400"},"prev":{"title":"previous page","href":"desks"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &sources.Query{Resource: res("desks"), Page: tc.page, MaxResults: tc.max, Params: tc.params}
+			got := string(sources.AppendJSON(nil, listLinks(q, tc.total)))
+			if got != tc.want {
+				t.Errorf("links:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderList(t *testing.T) {
+	oid, _ := sources.ParseObjectID("5d76113ab3af37dea3a2eb92")
+	store := fakeReader{result: &sources.Result{Total: 2, Docs: []*sources.Doc{
+		sources.D("_id", oid, "name", "Arts", "_updated", "2026-11-20T09:15:00.000Z"),
+		sources.D("_id", "x", "name", "News", "_links", sources.D("self", "stale")),
+	}, Aggregations: sources.D("type", sources.D("buckets", []any{}))}}
+	rep, body := render(t, NewRenderer(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
+		Fields: sources.Projection{Fields: []string{"_updated"}, Exclude: true}})
+	want := `{"_items":[{"_id":"5d76113ab3af37dea3a2eb92","name":"Arts","_links":{"self":{"title":"Item","href":"items/5d76113ab3af37dea3a2eb92"},"planning":{"title":"Planning","href":"planning/p1"}}},` +
+		`{"_id":"x","name":"News","_links":{"self":{"title":"Item","href":"items/x"},"planning":{"title":"Planning","href":"planning/p1"}}}],` +
+		`"_links":{"parent":{"title":"home","href":"/"},"self":{"title":"Item","href":"items"}},"_meta":{"page":1,"max_results":25,"total":2},` +
+		`"_aggregations":{"type":{"buckets":[]}}}`
+	if diff := cmp.Diff(want, body); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	if rep.Total != 2 || !rep.LastModified.Equal(time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)) {
+		t.Errorf("list metadata: total %d modified %v", rep.Total, rep.LastModified)
+	}
+
+	degraded := EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
+		return nil, true, nil
+	})
+	rep, _ = render(t, NewRenderer(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
+	if !rep.NoStore {
+		t.Error("degraded enrichment not marked NoStore")
+	}
+	if want := "{\n    \"_items\": [\n        {\n            \"_id\": \"5d76113ab3af37dea3a2eb92\""; string(rep.Body[:len(want)]) != want {
+		t.Errorf("pretty body starts %q", rep.Body[:60])
+	}
+}
+
+func TestProject(t *testing.T) {
+	doc := func() *sources.Doc {
+		return sources.D("_id", "a", "headline", "h", "task", sources.D("desk", "d", "stage", "s"),
+			"renditions", []any{sources.D("href", "x", "width", int64(1)), sources.D("href", "y")}, "body_html", "<p>")
+	}
+	for _, tc := range []struct {
+		name string
+		p    sources.Projection
+		want string
+	}{
+		{"none", sources.Projection{}, `{"_id":"a","headline":"h","task":{"desk":"d","stage":"s"},"renditions":[{"href":"x","width":1},{"href":"y"}],"body_html":"<p>"}`},
+		{"include", sources.Projection{Fields: []string{"headline"}}, `{"_id":"a","headline":"h"}`},
+		{"include dotted", sources.Projection{Fields: []string{"task.stage", "renditions.width"}}, `{"_id":"a","task":{"stage":"s"},"renditions":[{"width":1}]}`},
+		{"include whole and dotted", sources.Projection{Fields: []string{"task", "task.stage"}}, `{"_id":"a","task":{"desk":"d","stage":"s"}}`},
+		{"include missing", sources.Projection{Fields: []string{"nope"}}, `{"_id":"a"}`},
+		{"exclude", sources.Projection{Fields: []string{"body_html", "task.desk", "renditions.href"}, Exclude: true},
+			`{"_id":"a","headline":"h","task":{"stage":"s"},"renditions":[{"width":1},{}]}`},
+	} {
+		d := doc()
+		project(d, tc.p)
+		if got := string(sources.AppendJSON(nil, d)); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// etagOf is the strong validator of a body: a hash of its bytes.
+func etagOf(body []byte) string {
+	sum := sha256.Sum256(body)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// writeRepresentation writes a finished response: a 200 document or list,
+// or a 404 for a missing detail, negotiating gzip and answering
+// conditional requests from the metadata alone.
+func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep *sources.Representation) {
+	if info := infoFrom(r.Context()); info != nil {
+		info.outcome = rep.Outcome
+	}
+	h := w.Header()
+	if rep.CacheStatus != "" {
+		h.Set("Cache-Status", rep.CacheStatus)
+	}
+	if !rep.StoredAt.IsZero() {
+		age := max(s.now().Sub(rep.StoredAt), 0)
+		h.Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
+	}
+	if rep.Status == http.StatusNotFound {
+		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "private")
+	h.Set("Vary", "Accept-Encoding")
+	if rep.ETag != "" {
+		h.Set("ETag", rep.ETag)
+	}
+	if !rep.LastModified.IsZero() {
+		h.Set("Last-Modified", rep.LastModified.UTC().Format(http.TimeFormat))
+	}
+	if rep.Total >= 0 {
+		h.Set("X-Total-Count", strconv.Itoa(rep.Total))
+	}
+	if notModified(r, rep) {
+		h.Del("Content-Type")
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+
+	body := rep.Body
+	if rep.Gzip != nil && acceptsGzip(r) {
+		body = rep.Gzip
+		h.Set("Content-Encoding", "gzip")
+	} else if body == nil && rep.Gzip != nil {
+		var err error
+		if body, err = gunzip(rep.Gzip); err != nil {
+			s.writeError(w, r, fmt.Errorf("server: decompressing a cached body: %w", err))
+			return
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// notModified evaluates If-None-Match (weak comparison, any tag of the
+// list, or *), or, without it, If-Modified-Since (RFC 9110 §13.2.2).
+// Malformed dates are ignored rather than failing the request.
+func notModified(r *http.Request, rep *sources.Representation) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if rep.ETag == "" {
+			return false
+		}
+		return matchesETag(inm, rep.ETag)
+	}
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !rep.LastModified.IsZero() {
+		t, err := http.ParseTime(ims)
+		return err == nil && !rep.LastModified.Truncate(time.Second).After(t)
+	}
+	return false
+}
+
+func matchesETag(header, etag string) bool {
+	want := strings.TrimPrefix(etag, "W/")
+	for tag := range strings.SplitSeq(header, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" || strings.TrimPrefix(tag, "W/") == want {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether Accept-Encoding allows gzip (a q of 0
+// refuses it).
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding = strings.TrimSpace(coding)
+			if !strings.EqualFold(coding, "gzip") && coding != "*" {
+				continue
+			}
+			q := strings.TrimSpace(params)
+			if v, ok := strings.CutPrefix(q, "q="); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	return io.ReadAll(zr)
+}
+
+// writeStatic writes a small JSON body computed once (the home page), with
+// its ETag.
+func (s *Server) writeStatic(w http.ResponseWriter, r *http.Request, body []byte, etag string) {
+	s.writeRepresentation(w, r, &sources.Representation{Body: body, ETag: etag, Total: -1})
+}

@@ -1,0 +1,112 @@
+// Package server serves the /prodapi/v1 API over HTTP: routing, token
+// checks, parameter validation (server/query), and writing the
+// representations a sources.Loader (the cache, in front of the Renderer)
+// produces. It never imports a backend driver or adapter.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// Options configure a Server. The zero value of each field works.
+type Options struct {
+	// Prefix is PRODAPI_URL_PREFIX: the API is served at /<Prefix>/v1.
+	Prefix string
+	Auth   AuthOptions
+	// Assets serves /assets/<media_id>; nil answers 404.
+	Assets sources.AssetStore
+	// Checks are probed by /readyz.
+	Checks []Check
+	// Metrics are exposed at /metrics; nil exposes an empty registry.
+	Metrics *sources.Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// A Check is one dependency /readyz probes.
+type Check struct {
+	Name string
+	// Critical checks decide readiness: the service is ready while at
+	// least one critical check passes (or there are none). Others only
+	// degrade it (Redis).
+	Critical bool
+	Probe    func(ctx context.Context) error
+}
+
+// A Server answers the API. Create it with New; serve Handler.
+type Server struct {
+	load    sources.Loader
+	auth    *authenticator
+	assets  sources.AssetStore
+	checks  []Check
+	metrics *sources.Metrics
+	logger  *slog.Logger
+	now     func() time.Time
+	prefix  string
+
+	home, homeETag []byte
+	requests       *sources.Counter
+	panics         *sources.Counter
+}
+
+// New returns a server answering list and detail requests with load.
+func New(load sources.Loader, opts Options) *Server {
+	s := &Server{
+		load:    load,
+		auth:    newAuthenticator(opts.Auth),
+		assets:  opts.Assets,
+		checks:  opts.Checks,
+		metrics: opts.Metrics,
+		logger:  opts.Logger,
+		now:     opts.Now,
+		prefix:  "/" + strings.Trim(opts.Prefix, "/") + "/v1",
+	}
+	if opts.Prefix == "" {
+		s.prefix = "/prodapi/v1"
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.metrics == nil {
+		s.metrics = sources.NewMetrics()
+	}
+	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
+	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
+	s.home = homeBody()
+	s.homeETag = []byte(etagOf(s.home))
+	return s
+}
+
+// homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.
+func homeBody() []byte {
+	var child []any
+	for _, r := range sources.Resources() {
+		child = append(child, sources.D("href", r.Name, "title", r.Title))
+	}
+	return sources.AppendJSON(nil, sources.D("_links", sources.D("child", child)))
+}
+
+// idPattern is the original's item_url, [\w,.:_-]+ with Unicode \w,
+// capped in length. Anything else is the routing 404.
+var idPattern = regexp.MustCompile(`^[\p{L}\p{N}_,.:-]{1,512}$`)
+
+// handlerFunc is a handler that returns its failure; handle writes it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	}
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+const (
+	body404 = `{"_status":"ERR","_error":{"code":404,"message":"The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}}`
+	body401 = `{"_status":"ERR","_error":{"code":401,"message":"Please provide proper credentials"}}`
+	body403 = `{"_status":"ERR","_error":{"code":403,"message":"Invalid scope"}}`
+	body405 = `{"_status":"ERR","_error":{"code":405,"message":"The method is not allowed for the requested URL."}}`
+)
+
+type testServer struct {
+	*httptest.Server
+	loads atomic.Int64
+}
+
+func newTestServer(t *testing.T, load sources.LoaderFunc, edit ...func(*Options)) *testServer {
+	t.Helper()
+	ts := &testServer{}
+	opts := Options{Auth: AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
+		Now: func() time.Time { return testNow }}
+	for _, e := range edit {
+		e(&opts)
+	}
+	counting := sources.LoaderFunc(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+		ts.loads.Add(1)
+		return load(ctx, q)
+	})
+	ts.Server = httptest.NewServer(New(counting, opts).Handler())
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func token(t *testing.T, scopes ...string) string {
+	t.Helper()
+	tok, err := MintToken(testSecret, "test-client", scopes, time.Hour, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func do(t *testing.T, ts *testServer, method, target string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	// Raw transport: no automatic gzip, no redirects.
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{res.StatusCode, res.Header, string(b)}
+}
+
+func okRep(body string) *sources.Representation {
+	return &sources.Representation{Status: 200, Body: []byte(body), ETag: etagOf([]byte(body)), Total: 3}
+}
+
+func staticLoader(rep *sources.Representation, err error) sources.LoaderFunc {
+	return func(context.Context, *sources.Query) (*sources.Representation, error) { return rep, err }
+}
+
+func TestRouting(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{"_items":[]}`), nil))
+	all := token(t, sources.AllScopes...)
+	desks := token(t, sources.ScopeDesks)
+	home := `{"_links":{"child":[{"href":"items","title":"Item"},{"href":"desks","title":"desks"},{"href":"assignments","title":"Assignment"},{"href":"events","title":"Event"},{"href":"events_history","title":"events_history"},{"href":"events_files","title":"events_files"},{"href":"planning","title":"Planning"},{"href":"contacts","title":"contacts"},{"href":"users","title":"users"}]}}`
+	for _, tc := range []struct {
+		method, target, auth string
+		status               int
+		body                 string
+		header               [2]string
+	}{
+		{"GET", "/prodapi/v1", all, 200, home, [2]string{"Cache-Control", "private"}},
+		{"GET", "/prodapi/v1/", desks, 200, home, [2]string{}},
+		{"GET", "/prodapi/v1", "", 401, body401, [2]string{"Www-Authenticate", `Bearer realm="prodapi"`}},
+		{"GET", "/prodapi/v1/items", "Bearer nonsense", 401, body401, [2]string{}},
+		{"GET", "/prodapi/v1/items", desks, 403, body403, [2]string{}},
+		{"GET", "/prodapi/v1/desks", desks, 200, `{"_items":[]}`, [2]string{"X-Total-Count", "3"}},
+		{"GET", "/prodapi/v1/desks/", desks, 200, `{"_items":[]}`, [2]string{}},
+		{"GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e", desks, 200, `{"_items":[]}`, [2]string{}},
+		{"GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e/", desks, 200, `{"_items":[]}`, [2]string{}},
+		{"GET", "/prodapi/v1/items/urn:newsml:localhost:5000:2019-08-14T15:02:48.032188:d1be79f4", all, 200, `{"_items":[]}`, [2]string{}},
+		{"GET", "/prodapi/v1/items/caf%C3%A9", all, 200, `{"_items":[]}`, [2]string{}},
+		{"GET", "/prodapi/v1/items/urn%3Anewsml%3Ax", all, 200, `{"_items":[]}`, [2]string{}},
+		// Routing comes first: 404 and 405 without any token.
+		{"GET", "/prodapi/v1/nope", "", 404, body404, [2]string{"Cache-Control", "no-store"}},
+		{"GET", "/prodapi/v1/upload", "", 404, body404, [2]string{}},
+		{"GET", "/elsewhere", "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1//items", "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1/items/a%2Fb", "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1/items/a%20b", "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1/items/a@b", "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1/items/" + strings.Repeat("a", 513), "", 404, body404, [2]string{}},
+		{"GET", "/prodapi/v1/items/a/b", "", 404, body404, [2]string{}},
+		{"POST", "/prodapi/v1/items", "", 405, body405, [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		{"PUT", "/prodapi/v1/items/x", all, 405, body405, [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		{"PATCH", "/prodapi/v1/desks", all, 405, body405, [2]string{}},
+		{"DELETE", "/prodapi/v1", all, 405, body405, [2]string{}},
+		{"TRACE", "/prodapi/v1/items", "", 405, body405, [2]string{}},
+		{"OPTIONS", "/prodapi/v1/items", "", 200, "", [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		{"OPTIONS", "/prodapi/v1", "", 200, "", [2]string{"Allow", "GET, HEAD, OPTIONS"}},
+		{"OPTIONS", "/prodapi/v1/users/5d76113ab3af37dea3a2eb9e", "", 200, "", [2]string{}},
+		{"HEAD", "/prodapi/v1/desks", desks, 200, "", [2]string{"Content-Length", "13"}},
+		{"HEAD", "/prodapi/v1/desks", "", 401, "", [2]string{}},
+		{"GET", "/prodapi/v1/items?where=" + strings.Repeat("x", 17<<10), "", 414,
+			`{"_status":"ERR","_error":{"code":414,"message":"The request URL is too long."}}`, [2]string{}},
+		{"GET", "/healthz", "", 200, `{"status":"ok"}`, [2]string{}},
+	} {
+		t.Run(tc.method+" "+tc.target[:min(len(tc.target), 60)], func(t *testing.T) {
+			res := do(t, ts, tc.method, tc.target, "Authorization", tc.auth)
+			if res.status != tc.status {
+				t.Errorf("status = %d, want %d (body %s)", res.status, tc.status, res.body)
+			}
+			if res.body != tc.body {
+				t.Errorf("body = %s, want %s", res.body, tc.body)
+			}
+			if tc.header[0] != "" && res.header.Get(tc.header[0]) != tc.header[1] {
+				t.Errorf("%s = %q, want %q", tc.header[0], res.header.Get(tc.header[0]), tc.header[1])
+			}
+			if res.status >= 400 && res.header.Get("Content-Type") != "application/json" {
+				t.Errorf("error Content-Type = %q", res.header.Get("Content-Type"))
+			}
+			if res.header.Get("X-Request-Id") == "" {
+				t.Error("no X-Request-Id")
+			}
+		})
+	}
+}
+
+// Refusals never reach the loader (nor, behind it, the cache or a backend).
+func TestRefusalsCostNoLoad(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{}`), nil))
+	desks := token(t, sources.ScopeDesks)
+	for _, tc := range []struct{ method, target, auth string }{
+		{"GET", "/prodapi/v1/items", ""},
+		{"GET", "/prodapi/v1/items", desks},
+		{"GET", "/prodapi/v1/items/a%2Fb", desks},
+		{"POST", "/prodapi/v1/desks", desks},
+		{"GET", "/prodapi/v1/desks?sort=" + strings.Repeat("x", 17<<10), desks},
+		{"OPTIONS", "/prodapi/v1/desks", ""},
+		{"GET", "/prodapi/v1/assets/x.jpg", desks},
+	} {
+		do(t, ts, tc.method, tc.target, "Authorization", tc.auth)
+	}
+	if n := ts.loads.Load(); n != 0 {
+		t.Errorf("refused requests made %d loads, want 0", n)
+	}
+}
+
+func TestAuthDisabled(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{"ok":1}`), nil), func(o *Options) { o.Auth.Enabled = false })
+	for _, target := range []string{"/prodapi/v1", "/prodapi/v1/users", "/prodapi/v1/items/x"} {
+		if res := do(t, ts, "GET", target); res.status != 200 {
+			t.Errorf("GET %s without auth: %d", target, res.status)
+		}
+	}
+}
+
+func TestCustomPrefix(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{}`), nil), func(o *Options) { o.Prefix = "api/news"; o.Auth.Enabled = false })
+	if res := do(t, ts, "GET", "/api/news/v1/desks"); res.status != 200 {
+		t.Errorf("custom prefix: %d", res.status)
+	}
+	if res := do(t, ts, "GET", "/prodapi/v1/desks"); res.status != 404 {
+		t.Errorf("default prefix under a custom one: %d", res.status)
+	}
+}
+
+func gz(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.Bytes()
+}
+
+func TestRepresentationHeaders(t *testing.T) {
+	body := `{"_items":[{"_id":"a"}]}`
+	stored := testNow.Add(-42 * time.Second)
+	lastMod := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
+	rep := &sources.Representation{Status: 200, Gzip: gz(t, body), ETag: `"abc"`, Total: 7, LastModified: lastMod,
+		StoredAt: stored, CacheStatus: "prodapi; hit; ttl=18", Outcome: "hit"}
+	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
+
+	identity := do(t, ts, "GET", "/prodapi/v1/desks")
+	if identity.body != body || identity.header.Get("Content-Encoding") != "" {
+		t.Errorf("identity: body %q encoding %q", identity.body, identity.header.Get("Content-Encoding"))
+	}
+	for k, want := range map[string]string{"Etag": `"abc"`, "Age": "42", "Cache-Status": "prodapi; hit; ttl=18",
+		"X-Total-Count": "7", "Cache-Control": "private", "Vary": "Accept-Encoding",
+		"Last-Modified": "Fri, 20 Nov 2026 09:15:00 GMT", "Content-Type": "application/json"} {
+		if got := identity.header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	zipped := do(t, ts, "GET", "/prodapi/v1/desks", "Accept-Encoding", "br, gzip;q=0.8")
+	if zipped.header.Get("Content-Encoding") != "gzip" || zipped.body != string(rep.Gzip) {
+		t.Errorf("gzip not served to a gzip client: %q", zipped.header.Get("Content-Encoding"))
+	}
+	if r := do(t, ts, "GET", "/prodapi/v1/desks", "Accept-Encoding", "gzip;q=0"); r.header.Get("Content-Encoding") != "" {
+		t.Error("gzip served with q=0")
+	}
+
+	for _, tc := range []struct {
+		header, value string
+		status        int
+	}{
+		{"If-None-Match", `"abc"`, 304},
+		{"If-None-Match", `W/"abc"`, 304},
+		{"If-None-Match", `"x", "abc"`, 304},
+		{"If-None-Match", `*`, 304},
+		{"If-None-Match", `"other"`, 200},
+		{"If-Modified-Since", "Fri, 20 Nov 2026 09:15:00 GMT", 304},
+		{"If-Modified-Since", "Fri, 20 Nov 2026 09:14:59 GMT", 200},
+		{"If-Modified-Since", "garbage", 200},
+	} {
+		res := do(t, ts, "GET", "/prodapi/v1/desks", tc.header, tc.value)
+		if res.status != tc.status {
+			t.Errorf("%s: %s → %d, want %d", tc.header, tc.value, res.status, tc.status)
+		}
+		if tc.status == 304 && (res.body != "" || res.header.Get("Etag") != `"abc"`) {
+			t.Errorf("304 body %q etag %q", res.body, res.header.Get("Etag"))
+		}
+	}
+}
+
+func TestLoaderErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		status int
+		retry  bool
+	}{
+		{fmt.Errorf("x: %w", sources.ErrUnavailable), 503, true},
+		{fmt.Errorf("x: %w", sources.ErrPartial), 503, true},
+		{fmt.Errorf("x: %w", sources.ErrTimeout), 504, true},
+		{context.DeadlineExceeded, 504, true},
+		{fmt.Errorf("x: %w", sources.ErrInvalid), 400, false},
+		{errors.New("mongo: connection string mongodb://admin:hunter2@db secret detail"), 500, false},
+	} {
+		ts := newTestServer(t, staticLoader(nil, tc.err), func(o *Options) { o.Auth.Enabled = false })
+		res := do(t, ts, "GET", "/prodapi/v1/desks")
+		if res.status != tc.status {
+			t.Errorf("%v: status %d, want %d", tc.err, res.status, tc.status)
+		}
+		if (res.header.Get("Retry-After") != "") != tc.retry {
+			t.Errorf("%v: Retry-After %q", tc.err, res.header.Get("Retry-After"))
+		}
+		if strings.Contains(res.body, "hunter2") || strings.Contains(res.body, "mongo") || !strings.HasPrefix(res.body, `{"_status":"ERR","_error":{"code":`) {
+			t.Errorf("%v: body %s", tc.err, res.body)
+		}
+	}
+}
+
+func TestNotFoundRepresentation(t *testing.T) {
+	rep := &sources.Representation{Status: 404, Total: -1, CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
+	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
+	res := do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
+	if res.status != 404 || res.body != body404 || res.header.Get("Cache-Status") != "prodapi; hit" {
+		t.Errorf("got %d %s %v", res.status, res.body, res.header)
+	}
+}
+
+func TestPanicRecovered(t *testing.T) {
+	ts := newTestServer(t, func(context.Context, *sources.Query) (*sources.Representation, error) { panic("boom") },
+		func(o *Options) { o.Auth.Enabled = false })
+	res := do(t, ts, "GET", "/prodapi/v1/desks")
+	if res.status != 500 || strings.Contains(res.body, "boom") || strings.Contains(res.body, "goroutine") {
+		t.Errorf("panic: %d %s", res.status, res.body)
+	}
+	if res := do(t, ts, "GET", "/healthz"); res.status != 200 {
+		t.Error("server down after a panic")
+	}
+	m := do(t, ts, "GET", "/metrics")
+	if !strings.Contains(m.body, "prodapi_http_panics_total 1") {
+		t.Errorf("panic not counted:\n%s", m.body)
+	}
+}
+
+type fakeAssets map[string]*sources.Asset
+
+func (f fakeAssets) Asset(_ context.Context, id string) (*sources.Asset, error) {
+	a, ok := f[id]
+	if !ok {
+		return nil, fmt.Errorf("fake: %w", sources.ErrNotFound)
+	}
+	c := *a
+	if a.Content != nil {
+		b, _ := io.ReadAll(a.Content)
+		a.Content.Seek(0, io.SeekStart)
+		c.Content = nopCloser{bytes.NewReader(b)}
+	}
+	return &c, nil
+}
+
+type nopCloser struct{ io.ReadSeeker }
+
+func (nopCloser) Close() error { return nil }
+
+func TestAssets(t *testing.T) {
+	data := []byte("0123456789abcdefghij")
+	assets := fakeAssets{
+		"5d553c333031e2855a2e5662.jpg": {Content: nopCloser{bytes.NewReader(data)}, Size: 20, ContentType: "image/jpeg",
+			MD5: "d41d8cd98f00b204e9800998ecf8427e", Modified: time.Date(2019, 8, 15, 12, 23, 4, 0, time.UTC), Filename: "5d553c333031e2855a2e5662"},
+		"20240115120112/photo.jpg": {Redirect: "https://s3.example/bucket/photo.jpg?X-Amz-Signature=x", Expires: testNow.Add(15 * time.Minute)},
+	}
+	ts := newTestServer(t, staticLoader(nil, nil), func(o *Options) { o.Assets = assets })
+	archive := token(t, sources.ScopeArchive)
+	path := "/prodapi/v1/assets/5d553c333031e2855a2e5662.jpg"
+
+	res := do(t, ts, "GET", path, "Authorization", archive)
+	if res.status != 200 || res.body != string(data) {
+		t.Fatalf("asset: %d %q", res.status, res.body)
+	}
+	for k, want := range map[string]string{"Content-Type": "image/jpeg", "Etag": `"d41d8cd98f00b204e9800998ecf8427e"`,
+		"Last-Modified": "Thu, 15 Aug 2019 12:23:04 GMT", "Cache-Control": "max-age=2592000, public",
+		"Content-Disposition": "Inline; filename=5d553c333031e2855a2e5662", "X-Content-Type-Options": "nosniff"} {
+		if got := res.header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if r := do(t, ts, "GET", path+"?download=1", "Authorization", archive); r.header.Get("Content-Disposition") != "Attachment; filename=5d553c333031e2855a2e5662" {
+		t.Errorf("download disposition %q", r.header.Get("Content-Disposition"))
+	}
+	if r := do(t, ts, "GET", path, "Authorization", archive, "Range", "bytes=0-9"); r.status != 206 || r.body != "0123456789" || r.header.Get("Content-Range") != "bytes 0-9/20" {
+		t.Errorf("range: %d %q %q", r.status, r.body, r.header.Get("Content-Range"))
+	}
+	if r := do(t, ts, "GET", path, "Authorization", archive, "Range", "bytes=-5"); r.status != 206 || r.body != "fghij" {
+		t.Errorf("suffix range: %d %q", r.status, r.body)
+	}
+	if r := do(t, ts, "GET", path, "Authorization", archive, "Range", "bytes=50-60"); r.status != 416 || !strings.HasPrefix(r.body, `{"_status":"ERR","_error":{"code":416`) {
+		t.Errorf("unsatisfiable range: %d %q", r.status, r.body)
+	}
+	if r := do(t, ts, "GET", path, "Authorization", archive, "If-None-Match", `"d41d8cd98f00b204e9800998ecf8427e"`); r.status != 304 {
+		t.Errorf("If-None-Match: %d", r.status)
+	}
+	if r := do(t, ts, "HEAD", path, "Authorization", archive); r.status != 200 || r.body != "" || r.header.Get("Content-Length") != "20" {
+		t.Errorf("HEAD: %d %q %q", r.status, r.body, r.header.Get("Content-Length"))
+	}
+	redirect := do(t, ts, "GET", "/prodapi/v1/assets/20240115120112/photo.jpg", "Authorization", archive)
+	if redirect.status != 302 || redirect.header.Get("Location") != assets["20240115120112/photo.jpg"].Redirect ||
+		redirect.header.Get("Cache-Control") != "private, max-age=840" {
+		t.Errorf("redirect: %d %v", redirect.status, redirect.header)
+	}
+	for _, tc := range []struct {
+		target, auth string
+		status       int
+	}{
+		{path, "", 401},
+		{path, token(t, sources.ScopeDesks), 403},
+		{"/prodapi/v1/assets/missing.jpg", archive, 404},
+		{"/prodapi/v1/assets/a/../b", "", 404},
+		{"/prodapi/v1/assets/a%2F..%2Fb", "", 404},
+		{"/prodapi/v1/assets/a/b/c", "", 404},
+		{"/prodapi/v1/assets/a%5Cb", "", 404},
+		{"/prodapi/v1/assets/" + strings.Repeat("a", 256), "", 404},
+	} {
+		if r := do(t, ts, "GET", tc.target, "Authorization", tc.auth); r.status != tc.status {
+			t.Errorf("GET %s: %d, want %d (%s)", tc.target, r.status, tc.status, r.body)
+		}
+	}
+}
+
+func TestReady(t *testing.T) {
+	up := func(context.Context) error { return nil }
+	down := func(context.Context) error { return fmt.Errorf("x: %w", sources.ErrUnavailable) }
+	for _, tc := range []struct {
+		name   string
+		checks []Check
+		status int
+		body   string
+	}{
+		{"none", nil, 200, `{"status":"ready","checks":{}}`},
+		{"all up", []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, 200,
+			`{"status":"ready","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`},
+		{"redis down", []Check{{"sandbox", true, up}, {"redis", false, down}}, 200,
+			`{"status":"degraded","checks":{"sandbox":"ok","redis":"unavailable"}}`},
+		{"one platform source down", []Check{{"mongo", true, down}, {"elastic", true, up}}, 200,
+			`{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`},
+		{"all down", []Check{{"mongo", true, down}, {"elastic", true, down}, {"redis", false, up}}, 503,
+			`{"status":"unavailable","checks":{"mongo":"unavailable","elastic":"unavailable","redis":"ok"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestServer(t, staticLoader(nil, nil), func(o *Options) { o.Checks = tc.checks })
+			res := do(t, ts, "GET", "/readyz")
+			if res.status != tc.status || res.body != tc.body {
+				t.Errorf("got %d %s, want %d %s", res.status, res.body, tc.status, tc.body)
+			}
+		})
+	}
+}
