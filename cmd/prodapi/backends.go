@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/redis/go-redis/v9"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/prodapi/prodapi/cache"
+	"github.com/prodapi/prodapi/config"
+	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/sources"
+	essrc "github.com/prodapi/prodapi/sources/elastic"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
+	"github.com/prodapi/prodapi/sources/objstore"
+	"github.com/prodapi/prodapi/sources/sandbox"
+)
+
+// backends are the clients main owns: it creates them here and closes
+// them, in reverse order, after the server has stopped.
+type backends struct {
+	store    sources.Store
+	assets   sources.AssetStore
+	checks   []server.Check
+	describe slog.Value
+	closers  []func(context.Context) error
+}
+
+// openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
+// platform: Mongo for details and document lists, Elastic for search
+// lists, and media from object storage (OBJSTORE_CONTAINER_NAME) or
+// GridFS. Nothing here waits for a server: the service starts while Mongo
+// or Elastic are down and answers 503 until they come back.
+func openBackends(ctx context.Context, cfg config.Config, queries *sources.Counter, logger *slog.Logger) (*backends, error) {
+	if cfg.Sandbox != "" {
+		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries})
+		if err != nil {
+			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
+		}
+		var counts []any
+		for coll, n := range sb.Counts() {
+			counts = append(counts, slog.Int(coll, n))
+		}
+		return &backends{
+			store:    sb,
+			assets:   sb,
+			checks:   []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}},
+			describe: slog.GroupValue(slog.String("kind", "sandbox"), slog.String("source", cfg.Sandbox), slog.Group("documents", counts...)),
+		}, nil
+	}
+
+	b := &backends{}
+	mc, err := mongo.Connect(mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("configuring the MongoDB client: %w", err)
+	}
+	b.closers = append(b.closers, mc.Disconnect)
+	dbName := mongosrc.DatabaseName(string(cfg.MongoURI))
+	docs := mongosrc.New(mc.Database(dbName), mongosrc.Options{Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
+
+	ec, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout))
+	if err != nil {
+		b.close(logger)
+		return nil, fmt.Errorf("configuring the Elasticsearch client: %w", err)
+	}
+	search := essrc.New(ec, essrc.Options{Index: cfg.ElasticIndex, Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
+
+	b.store = sources.Split{Docs: docs, Search: search}
+	b.assets = docs
+	media := "gridfs"
+	if cfg.ObjStore.Enabled() {
+		o := cfg.ObjStore
+		s3c, err := objstore.NewClient(ctx, o.AccessKeyID, string(o.SecretAccessKey), o.Region, o.EndpointURL)
+		if err != nil {
+			b.close(logger)
+			return nil, fmt.Errorf("configuring the object storage client: %w", err)
+		}
+		b.assets = objstore.New(s3c, objstore.Options{Bucket: o.Container, Prefix: o.Subfolder, URLLifetime: o.URLLifetime,
+			Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
+		media = "s3"
+	}
+	b.checks = []server.Check{
+		{Name: "mongo", Critical: true, Probe: docs.Ping},
+		{Name: "elastic", Critical: true, Probe: search.Ping},
+	}
+	b.describe = slog.GroupValue(
+		slog.String("kind", "platform"),
+		slog.String("mongo", cfg.MongoURI.String()),
+		slog.String("database", dbName),
+		slog.String("elastic", cfg.ElasticURL.String()),
+		slog.String("index_prefix", cfg.ElasticIndex),
+		slog.String("media", media),
+	)
+	return b, nil
+}
+
+// redis opens the shared cache's client when REDIS_URL is set; nil means
+// the in-process tier alone.
+func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
+	if cfg.Cache.RedisURL == "" {
+		return nil, nil
+	}
+	rdb, err := cache.NewRedis(string(cfg.Cache.RedisURL))
+	if err != nil {
+		return nil, fmt.Errorf("configuring Redis: %w", err)
+	}
+	b.closers = append(b.closers, func(context.Context) error { return rdb.Close() })
+	b.checks = append(b.checks, server.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	return rdb, nil
+}
+
+// close closes the clients in reverse order of creation.
+func (b *backends) close(logger *slog.Logger) {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		if err := b.closers[i](context.Background()); err != nil {
+			logger.Warn("closing a backend client", "error", err.Error())
+		}
+	}
+	b.closers = nil
+}

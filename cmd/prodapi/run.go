@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prodapi/prodapi/cache"
+	"github.com/prodapi/prodapi/config"
+	"github.com/prodapi/prodapi/enrich"
+	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/sources"
+)
+
+// env is what run takes from the operating system, so tests can run the
+// whole program in-process.
+type env struct {
+	args           []string
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	// ready, when set, receives the bound address once the server
+	// listens (tests listen on 127.0.0.1:0).
+	ready func(addr string)
+}
+
+func run(ctx context.Context, e env) error {
+	cmd, args := "serve", e.args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, e, args)
+	case "token":
+		return mintToken(e, args)
+	case "help":
+		fmt.Fprintln(e.stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+const usage = `usage:
+  prodapi [serve] [-addr host:port]     serve the API (configured by environment variables)
+  prodapi token -scope SCOPE[,SCOPE...] [-ttl 1h] [-client-id ID]
+                                        print a token signed with AUTH_SERVER_SHARED_SECRET`
+
+func serve(ctx context.Context, e env, args []string) error {
+	cfg, err := config.Load(e.getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	addr := fs.String("addr", ":"+cfg.Port, "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	level := slog.LevelInfo
+	if cfg.Debug {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.AuthEnabled && len(cfg.Secret) < config.MinSecretLength {
+		logger.Warn("AUTH_SERVER_SHARED_SECRET is shorter than 32 bytes: HS256 wants a longer key", "length", len(cfg.Secret))
+	}
+	if !cfg.AuthEnabled {
+		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
+	}
+
+	metrics := sources.NewMetrics()
+	b, err := openBackends(ctx, cfg, metrics.SourceQueries(), logger)
+	if err != nil {
+		return err
+	}
+	// Clients close last, after the server has drained and the cache has
+	// flushed its writes.
+	defer b.close(logger)
+
+	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
+	renderer := server.NewRenderer(b.store, enricher)
+	rdb, err := b.redis(cfg)
+	if err != nil {
+		return err
+	}
+	c := cache.New(rdb, renderer, cache.Options{
+		TTL:         cfg.Cache.TTL,
+		Stale:       cfg.Cache.Stale,
+		NotFoundTTL: cfg.Cache.NotFoundTTL,
+		LocalBytes:  cfg.Cache.LocalBytes,
+		LocalTTL:    cfg.Cache.LocalTTL,
+		LoadTimeout: 2 * cfg.BackendTimeout,
+		Metrics:     metrics,
+		Logger:      logger,
+	})
+	var assets sources.AssetStore
+	if b.assets != nil {
+		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
+	}
+	srv := server.New(c, server.Options{
+		Prefix: cfg.URLPrefix,
+		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
+			Audience: cfg.Audience},
+		Assets:  assets,
+		Checks:  b.checks,
+		Metrics: metrics,
+		Logger:  logger,
+	})
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
+	if cfg.Sandbox != "" {
+		greet(e.stdout, cfg, ln.Addr())
+	}
+	if e.ready != nil {
+		e.ready(ln.Addr().String())
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }() // ends when Shutdown closes the listener
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	var errs []error
+	if err := hs.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("draining requests: %w", err))
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	if err := c.Close(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
+	}
+	logger.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// greet prints, in sandbox mode, a ready token and a curl line.
+func greet(w io.Writer, cfg config.Config, addr net.Addr) {
+	base := cfg.URL + "/" + cfg.URLPrefix + "/v1"
+	fmt.Fprintf(w, "\nprodapi is serving the %s newsroom at %s (listening on %s)\n", sandboxName(cfg.Sandbox), base, addr)
+	if !cfg.AuthEnabled {
+		fmt.Fprintf(w, "Authentication is off. Try:\n\n  curl %s/items\n\n", base)
+		return
+	}
+	tok, err := server.MintToken([]byte(cfg.Secret), "sandbox", sources.AllScopes, 24*time.Hour, time.Now())
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "A token with every scope, valid for 24 hours:\n\n  export TOKEN=%s\n\nTry:\n\n  curl -H \"Authorization: Bearer $TOKEN\" %s/items\n\n", tok, base)
+}
+
+func sandboxName(spec string) string {
+	if spec == "sample" {
+		return "sample"
+	}
+	return "sandbox (" + spec + ")"
+}
+
+// mintToken implements `prodapi token`.
+func mintToken(e env, args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	scope := fs.String("scope", "", "comma-separated scopes: "+strings.Join(sources.AllScopes, ","))
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+	clientID := fs.String("client-id", "prodapi-dev", "client_id claim")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret := e.getenv("AUTH_SERVER_SHARED_SECRET")
+	if secret == "" {
+		return errors.New("token: AUTH_SERVER_SHARED_SECRET is not set")
+	}
+	var scopes []string
+	for s := range strings.SplitSeq(*scope, ",") {
+		s = strings.ToUpper(strings.TrimSpace(s))
+		if s == "" {
+			continue
+		}
+		known := false
+		for _, k := range sources.AllScopes {
+			known = known || k == s
+		}
+		if !known {
+			return fmt.Errorf("token: unknown scope %q (known: %s)", s, strings.Join(sources.AllScopes, ", "))
+		}
+		scopes = append(scopes, s)
+	}
+	if *ttl <= 0 {
+		return errors.New("token: -ttl must be positive")
+	}
+	tok, err := server.MintToken([]byte(secret), *clientID, scopes, *ttl, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, tok)
+	return nil
+}
