@@ -1,0 +1,145 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func envOf(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+const secret = "0123456789abcdef0123456789abcdef-secret"
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Port", c.Port, "5500"},
+		{"URL", c.URL, "http://localhost:5500"},
+		{"URLPrefix", c.URLPrefix, "prodapi"},
+		{"MediaPrefix", c.MediaPrefix, "http://localhost:5500/prodapi/v1/assets"},
+		{"AuthEnabled", c.AuthEnabled, true},
+		{"AuthLeeway", c.AuthLeeway, time.Duration(0)},
+		{"MongoURI", c.MongoURI, URL("mongodb://localhost/superdesk")},
+		{"ElasticURL", c.ElasticURL, URL("http://localhost:9200")},
+		{"ElasticIndex", c.ElasticIndex, "superdesk"},
+		{"Region", c.ObjStore.Region, "us-east-1"},
+		{"URLLifetime", c.ObjStore.URLLifetime, 15 * time.Minute},
+		{"items list TTL", c.Cache.TTL("items", false), 10 * time.Second},
+		{"items detail TTL", c.Cache.TTL("items", true), time.Minute},
+		{"desks TTL", c.Cache.TTL("desks", false), 5 * time.Minute},
+		{"Stale", c.Cache.Stale, 15 * time.Minute},
+		{"NotFoundTTL", c.Cache.NotFoundTTL, 5 * time.Second},
+		{"AssetTTL", c.Cache.AssetTTL, 10 * time.Minute},
+		{"ShutdownGrace", c.ShutdownGrace, 10 * time.Second},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	c, err := Load(envOf(
+		"PORT", "8080", "PRODAPI_URL_PREFIX", "/api/", "PRODAPI_URL", "https://news.example/",
+		"PRODAPI_AUTH_ENABLED", "Off", "PRODAPI_CACHE_TTL", "30", "PRODAPI_CACHE_TTL_ITEMS", "5s",
+		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s",
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MediaPrefix != "https://news.example/api/v1/assets" || c.URLPrefix != "api" || c.AuthEnabled {
+		t.Errorf("got MediaPrefix %q URLPrefix %q AuthEnabled %v", c.MediaPrefix, c.URLPrefix, c.AuthEnabled)
+	}
+	if c.Cache.TTL("items", true) != 5*time.Second || c.Cache.TTL("desks", true) != 30*time.Second || c.Cache.TTL("users", false) != 30*time.Second {
+		t.Errorf("TTLs: items %v desks %v users %v", c.Cache.TTL("items", true), c.Cache.TTL("desks", true), c.Cache.TTL("users", false))
+	}
+	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second {
+		t.Errorf("subfolder %q leeway %v", c.ObjStore.Subfolder, c.AuthLeeway)
+	}
+	if c, _ := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "OBJSTORE_S3_SUBFOLDER", "FALSE")); c.ObjStore.Subfolder != "" {
+		t.Errorf(`subfolder "FALSE" = %q, want none`, c.ObjStore.Subfolder)
+	}
+}
+
+// Every problem is reported at once, each naming its variable.
+func TestAllProblemsAtOnce(t *testing.T) {
+	_, err := Load(envOf(
+		"PORT", "http", "PRODAPI_AUTH_ENABLED", "yes please", "PRODAPI_CACHE_TTL", "soon",
+		"MONGO_URI", "postgres://x", "ELASTICSEARCH_URL", "localhost:9200", "REDIS_URL", "memcache://x",
+		"AUTH_LEEWAY", "5m", "PRODAPI_CACHE_STALE", "-1s", "PRODAPI_URL_PREFIX", "a b",
+		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m",
+	))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
+		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not mention %s:\n%v", name, err)
+		}
+	}
+}
+
+func TestRefusesToStartWithoutSecret(t *testing.T) {
+	if _, err := Load(envOf()); err == nil || !strings.Contains(err.Error(), "AUTH_SERVER_SHARED_SECRET is empty") {
+		t.Errorf("auth on, no secret: %v", err)
+	}
+	if _, err := Load(envOf("PRODAPI_AUTH_ENABLED", "false")); err != nil {
+		t.Errorf("auth off, no secret: %v", err)
+	}
+}
+
+func TestStrtobool(t *testing.T) {
+	for v, want := range map[string]bool{"y": true, "YES": true, "t": true, "True": true, "on": true, "1": true,
+		"n": false, "No": false, "f": false, "FALSE": false, "off": false, "0": false} {
+		c, err := Load(envOf("PRODAPI_AUTH_ENABLED", v, "AUTH_SERVER_SHARED_SECRET", secret))
+		if err != nil || c.AuthEnabled != want {
+			t.Errorf("PRODAPI_AUTH_ENABLED=%q: %v, %v; want %v", v, c.AuthEnabled, err, want)
+		}
+	}
+}
+
+// Secrets never print, whatever prints them.
+func TestSecretsNeverPrint(t *testing.T) {
+	c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "OBJSTORE_SECRET_ACCESS_KEY", "s3-secret-value",
+		"OBJSTORE_ACCESS_KEY_ID", "AKIAEXAMPLEKEY", "MONGO_URI", "mongodb://admin:mongo-password@db:27017/superdesk",
+		"REDIS_URL", "redis://:redis-password@cache:6379/0", "ELASTICSEARCH_URL", "https://elastic:es-password@es:9200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c, "secret", c.Secret)
+	out := buf.String() + fmt.Sprint(c.Secret, c.MongoURI, c.Cache.RedisURL, c.ElasticURL, c.ObjStore.SecretAccessKey)
+	for _, leak := range []string{secret, "s3-secret-value", "AKIAEXAMPLEKEY", "mongo-password", "redis-password", "es-password"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("%q printed:\n%s", leak, out)
+		}
+	}
+	if !strings.Contains(out, "db:27017/superdesk") || !strings.Contains(out, "[redacted]") {
+		t.Errorf("redacted config lost its useful parts:\n%s", out)
+	}
+}
+
+func TestResourceNamesCoverResources(t *testing.T) {
+	want := []string{"items", "desks", "assignments", "events", "events_history", "events_files", "planning", "contacts", "users"}
+	if diff := cmp.Diff(want, ResourceNames); diff != "" {
+		t.Errorf("ResourceNames (-want +got):\n%s", diff)
+	}
+}
