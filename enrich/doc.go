@@ -87,8 +87,12 @@
 //     of a planning or event carries the most recently updated item. The
 //     original's dictionary let the least recently updated of the first ten
 //     hits win, by accident.
-//   - Ties in planning.scheduled keep the order in which the coverages name
-//     the assignments (Elasticsearch's tie order was unspecified).
+//   - Assignments whose planning.scheduled ties are ordered by id (the hex
+//     of an ObjectId, or the string). Elasticsearch returned ties in index
+//     order, which for ObjectIds created one after another is the same
+//     order (original-superdesk.md §7.4: P1 lists A1 before A2) but may
+//     differ between replicas; ours is the same on every backend and every
+//     request, so ETags and cached copies agree.
 //   - Where the original answered 500, we serve the rest and skip the part
 //     that cannot be computed: a null update, renditions or associations;
 //     a coverage without coverage_id (it only contributes no lookup value);

@@ -242,7 +242,8 @@ func (r *request) newAssignmentLinker(asg, content *call) *assignmentLinker {
 	al := &assignmentLinker{found: map[string]*sources.Doc{}, rank: map[string]int{}, limit: r.e.linkLimit}
 	if asg.ok() {
 		// The lookup is sorted by planning.scheduled; number its runs of
-		// equal values so that ties can keep the coverages' order.
+		// equal values so that ties can be ordered by id, whatever order
+		// the backend gave them.
 		var prev any
 		group := -1
 		for _, a := range asg.docs {
@@ -268,7 +269,7 @@ func (r *request) newAssignmentLinker(asg, content *call) *assignmentLinker {
 }
 
 // links is construct_assignment_links(ids): one link per distinct found
-// assignment, by planning.scheduled and, on ties, in the order of ids; at
+// assignment, by planning.scheduled and, on ties, by assignment id; at
 // most limit of them. Each carries content_href, content_state and
 // content_pubstatus when an archive item names the assignment.
 func (al *assignmentLinker) links(ids []string) []any {
@@ -292,7 +293,9 @@ func (al *assignmentLinker) links(ids []string) []any {
 		}
 		keys = append(keys, k)
 	}
-	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(al.rank[a], al.rank[b]) })
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(al.rank[a], al.rank[b]), cmp.Compare(a, b))
+	})
 	if len(keys) > al.limit {
 		keys = keys[:al.limit]
 	}
