@@ -1,0 +1,210 @@
+package cache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// minGzip is the smallest body stored compressed. Smaller ones (404s,
+// short details) gain nothing from gzip: they are stored as they are and
+// returned in Representation.Body.
+const minGzip = 1024
+
+// An entry is a finished response as the cache keeps it: the body once,
+// gzip-compressed when it is large enough, and what a response needs
+// without reading the body (status, validator, total, times). An entry is
+// never modified once built; tiers and callers share it.
+type entry struct {
+	status       int
+	gzip         bool   // body is gzip-compressed
+	body         []byte // the stored body, compressed or not
+	etag         string
+	total        int
+	lastModified time.Time // for asset redirects: when the URL expires
+	storedAt     time.Time
+	fresh        time.Duration // freshness from storedAt
+	stale        time.Duration // serve-stale window after freshness
+}
+
+func (e *entry) freshUntil() time.Time { return e.storedAt.Add(e.fresh) }
+func (e *entry) staleUntil() time.Time { return e.storedAt.Add(e.fresh + e.stale) }
+
+// isFresh reports whether e may be served as a hit at now.
+func (e *entry) isFresh(now time.Time) bool { return now.Before(e.freshUntil()) }
+
+// isUsable reports whether e may be served at all at now: fresh, or
+// within its serve-stale window.
+func (e *entry) isUsable(now time.Time) bool { return now.Before(e.staleUntil()) }
+
+// size estimates the memory e holds, for the in-process tier's bound.
+func (e *entry) size() int64 { return int64(len(e.body)+len(e.etag)) + 160 }
+
+// ttl is the Cache-Status ttl of e at now: its remaining freshness in
+// whole seconds, negative once stale.
+func (e *entry) ttl(now time.Time) int64 { return int64(e.freshUntil().Sub(now) / time.Second) }
+
+// gzipPool recycles gzip writers, whose set-up allocates most of what a
+// compression costs. One per Cache, not package state.
+type gzipPool struct{ p sync.Pool }
+
+func (g *gzipPool) compress(body []byte) []byte {
+	zw, _ := g.p.Get().(*gzip.Writer)
+	var out bytes.Buffer
+	out.Grow(len(body)/3 + 64)
+	if zw == nil {
+		// Level 5: most of the ratio of 9 at a fraction of its cost.
+		zw, _ = gzip.NewWriterLevel(&out, 5)
+	} else {
+		zw.Reset(&out)
+	}
+	// Writes to a bytes.Buffer cannot fail.
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	g.p.Put(zw)
+	return out.Bytes()
+}
+
+// newEntry builds the entry for a loaded representation: the body is
+// compressed once here (unless the loader already did, or it is small),
+// and a missing ETag is computed from it.
+func (c *Cache) newEntry(rep *sources.Representation, now time.Time, fresh, stale time.Duration) *entry {
+	e := &entry{
+		status:       rep.Status,
+		etag:         rep.ETag,
+		total:        rep.Total,
+		lastModified: rep.LastModified,
+		storedAt:     now,
+		fresh:        fresh,
+		stale:        stale,
+	}
+	switch {
+	case rep.Gzip != nil:
+		e.gzip, e.body = true, rep.Gzip
+	case len(rep.Body) >= minGzip:
+		e.gzip, e.body = true, c.gzip.compress(rep.Body)
+	default:
+		e.body = rep.Body
+	}
+	if e.etag == "" {
+		sum := sha256.Sum256(e.body)
+		e.etag = `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+	}
+	return e
+}
+
+// The stored value: a fixed header, the ETag, the body and a checksum.
+//
+//	0   magic "PDC" and format version 1
+//	4   flags (bit 0: body is gzip)
+//	5   status            uint16
+//	7   key hash          uint64 (FNV-1a of the key: a value copied to
+//	                      another key is foreign)
+//	15  stored at         int64 Unix nanoseconds
+//	23  fresh, stale      int64 nanoseconds each
+//	39  last modified     int64 Unix nanoseconds, 0 for none
+//	47  total             int64
+//	55  ETag length       uint16, then the ETag
+//	    body length       uint32, then the body
+//	    CRC-32C of everything before it, uint32
+//
+// Integers are big-endian. Anything that does not decode exactly is a
+// foreign or corrupt value: a miss, deleted and counted, never an error
+// to the client.
+const (
+	valueMagic  = "PDC\x01"
+	headerLen   = 55
+	flagGzip    = 1
+	maxETagLen  = 1 << 10
+	checksumLen = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var errCorrupt = errors.New("cache: corrupt or foreign value")
+
+func keyHash(key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return h.Sum64()
+}
+
+// encode serialises e as the value stored under key.
+func encode(key string, e *entry) []byte {
+	b := make([]byte, 0, headerLen+2+len(e.etag)+4+len(e.body)+checksumLen)
+	b = append(b, valueMagic...)
+	var flags byte
+	if e.gzip {
+		flags |= flagGzip
+	}
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint16(b, uint16(e.status))
+	b = binary.BigEndian.AppendUint64(b, keyHash(key))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.storedAt.UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.fresh))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.stale))
+	var lm int64
+	if !e.lastModified.IsZero() {
+		lm = e.lastModified.UnixNano()
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(lm))
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(e.total)))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(e.etag)))
+	b = append(b, e.etag...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.body)))
+	b = append(b, e.body...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decode parses a value stored under key. The entry's body aliases b.
+func decode(key string, b []byte) (*entry, error) {
+	if len(b) < headerLen+2+4+checksumLen || string(b[:4]) != valueMagic {
+		return nil, errCorrupt
+	}
+	data, sum := b[:len(b)-checksumLen], b[len(b)-checksumLen:]
+	if crc32.Checksum(data, castagnoli) != binary.BigEndian.Uint32(sum) {
+		return nil, errCorrupt
+	}
+	be := binary.BigEndian
+	flags := data[4]
+	if flags&^flagGzip != 0 || be.Uint64(data[7:]) != keyHash(key) {
+		return nil, errCorrupt
+	}
+	e := &entry{
+		status:   int(be.Uint16(data[5:])),
+		gzip:     flags&flagGzip != 0,
+		storedAt: time.Unix(0, int64(be.Uint64(data[15:]))),
+		fresh:    time.Duration(be.Uint64(data[23:])),
+		stale:    time.Duration(be.Uint64(data[31:])),
+		total:    int(int64(be.Uint64(data[47:]))),
+	}
+	if lm := int64(be.Uint64(data[39:])); lm != 0 {
+		e.lastModified = time.Unix(0, lm)
+	}
+	if e.fresh < 0 || e.stale < 0 || e.status < 100 || e.status > 599 {
+		return nil, errCorrupt
+	}
+	rest := data[headerLen:]
+	n := int(be.Uint16(rest))
+	rest = rest[2:]
+	if n > maxETagLen || len(rest) < n+4 {
+		return nil, errCorrupt
+	}
+	e.etag, rest = string(rest[:n]), rest[n:]
+	n = int(be.Uint32(rest))
+	rest = rest[4:]
+	if len(rest) != n {
+		return nil, errCorrupt
+	}
+	e.body = rest[:n:n]
+	return e, nil
+}
