@@ -1,0 +1,606 @@
+package cache
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// Options tune a Cache. The zero value is usable.
+type Options struct {
+	// TTL is the freshness of a resource's list or detail entries; nil
+	// means 10s for lists and 60s for details. A resource whose TTL is
+	// zero or less is not cached at all (outcome bypass).
+	TTL func(resource string, detail bool) time.Duration
+	// Stale is the serve-stale window after freshness: within it an
+	// expired entry is served at once while one background refresh runs
+	// (stale-while-revalidate), and served when the backend fails
+	// (stale-if-error). Zero: no stale serving.
+	Stale time.Duration
+	// NotFoundTTL is the freshness of 404 entries, which have no stale
+	// window. Zero: 404s are not cached.
+	NotFoundTTL time.Duration
+	// LocalBytes bounds the in-process tier; 0 means 64 MiB, a negative
+	// value turns the tier off.
+	LocalBytes int64
+	// LocalTTL is how long the in-process tier serves an entry before
+	// asking Redis again, capped by the entry's remaining freshness; 0
+	// means 2s. Without Redis the tier serves entries for their whole
+	// freshness.
+	LocalTTL time.Duration
+	// RedisTimeout bounds each Redis call; 0 means 50ms.
+	RedisTimeout time.Duration
+	// LoadTimeout bounds a load, which runs detached from the requests
+	// waiting for it; 0 means 10s.
+	LoadTimeout time.Duration
+	Metrics     *sources.Metrics // nil: none
+	Logger      *slog.Logger     // nil: discard
+	Now         func() time.Time // nil: time.Now
+}
+
+// Defaults of Options.
+const (
+	DefaultListTTL      = 10 * time.Second
+	DefaultDetailTTL    = 60 * time.Second
+	DefaultLocalBytes   = 64 << 20
+	DefaultLocalTTL     = 2 * time.Second
+	DefaultRedisTimeout = 50 * time.Millisecond
+	DefaultLoadTimeout  = 10 * time.Second
+)
+
+// Background refresh policy: after a failed load of a key, no refresh of
+// it starts for refreshBackoff, and its stale responses carry the failure
+// (fwd=stale; fwd-status=...) for failureMemo. At most maxFailures keys
+// are remembered.
+const (
+	refreshBackoff = time.Second
+	failureMemo    = 30 * time.Second
+	maxFailures    = 4096
+)
+
+// A Cache is a read-through cache in front of a Loader: an in-process
+// tier, then Redis when there is one, then one load per key. See the
+// package documentation for the policy. A Cache is safe for concurrent
+// use; Close stops its background work.
+type Cache struct {
+	rdb          redis.UniversalClient // nil: in-process only
+	load         sources.Loader
+	ttl          func(resource string, detail bool) time.Duration
+	stale        time.Duration
+	notFoundTTL  time.Duration
+	localTTL     time.Duration
+	redisTimeout time.Duration
+	loadTimeout  time.Duration
+	log          *slog.Logger
+	now          func() time.Time
+	metrics      *metrics
+
+	local   *local
+	breaker breaker
+	group   singleflight.Group
+	gzip    gzipPool
+
+	// base is cancelled by Close: loads and refreshes derive from it.
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	mu         sync.Mutex
+	closed     bool
+	refreshing map[string]struct{}
+	failures   map[string]failure
+	refreshes  sync.WaitGroup // background refresh goroutines
+
+	wmu         sync.RWMutex // guards wclosed against sends on closed queues
+	wclosed     bool
+	queues      [writers]chan writeOp
+	seed        maphash.Seed
+	pending     sync.WaitGroup // queued writes, for tests
+	writersDone sync.WaitGroup
+	abort       chan struct{} // closed when Close stops waiting for writes
+	closeOnce   sync.Once
+	abortOnce   sync.Once
+	queuesOnce  sync.Once
+}
+
+// A failure is the last failed load of a key.
+type failure struct {
+	status int // 503, 504 or 500, as fwd-status reports it
+	at     time.Time
+}
+
+var _ sources.Loader = (*Cache)(nil)
+
+// New returns a cache that answers from its tiers and loads through load.
+// With rdb nil it keeps entries in process only. The cache does not close
+// rdb. A client built elsewhere than NewRedis should set
+// ContextTimeoutEnabled, or Redis calls cannot be bounded.
+func New(rdb redis.UniversalClient, load sources.Loader, opts Options) *Cache {
+	c := &Cache{
+		rdb:          rdb,
+		load:         load,
+		ttl:          opts.TTL,
+		stale:        max(opts.Stale, 0),
+		notFoundTTL:  opts.NotFoundTTL,
+		localTTL:     cmp.Or(opts.LocalTTL, DefaultLocalTTL),
+		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
+		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
+		log:          opts.Logger,
+		now:          opts.Now,
+		metrics:      newMetrics(opts.Metrics),
+		refreshing:   map[string]struct{}{},
+		failures:     map[string]failure{},
+		seed:         maphash.MakeSeed(),
+		abort:        make(chan struct{}),
+	}
+	if c.ttl == nil {
+		c.ttl = defaultTTL
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), c.metrics)
+	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
+	c.breaker.set(closed)
+	c.base, c.cancelBase = context.WithCancel(context.Background())
+	if rdb != nil {
+		for i := range c.queues {
+			c.queues[i] = make(chan writeOp, writeQueue)
+			c.writersDone.Add(1)
+			// Ends when Close closes the queue.
+			go c.writer(c.queues[i])
+		}
+	}
+	return c
+}
+
+func defaultTTL(_ string, detail bool) time.Duration {
+	if detail {
+		return DefaultDetailTTL
+	}
+	return DefaultListTTL
+}
+
+// kind is how a request was answered.
+type kind int
+
+const (
+	kindHit        kind = iota // a fresh entry
+	kindStale                  // a stale entry, while a refresh runs
+	kindStaleError             // a stale entry, because the load failed
+	kindLoaded                 // a load, stored
+	kindPass                   // a load that may not be stored
+)
+
+// A fill is what a flight produced, shared by every request that waited
+// for it. Each request builds its own Representation from it.
+type fill struct {
+	kind   kind
+	e      *entry                  // the entry served (nil for kindPass)
+	raw    []byte                  // the uncompressed body, after a load
+	pass   *sources.Representation // kindPass: the loader's answer
+	status int                     // fwd-status: the load's status, or the failure's
+}
+
+// Load answers q from the cache, loading it through the wrapped Loader
+// when no usable entry exists. Representations it returns share their
+// byte slices with the cache: read them, never modify them.
+func (c *Cache) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	if q == nil || q.Resource == nil {
+		return nil, errors.New("cache: a query without a resource")
+	}
+	res := q.Resource.Name
+	fresh := c.ttl(res, q.IsDetail())
+	if fresh <= 0 {
+		return c.bypass(ctx, q)
+	}
+	key := Key(q)
+	now := c.now()
+	if r := c.local.get(key, now); r != nil {
+		if now.Before(r.localUntil) {
+			return c.represent(res, r.e, nil, now, kindHit, 0, false), nil
+		}
+		if refreshing, status := c.staleState(key, now); refreshing && !r.e.isFresh(now) {
+			// A refresh is under way here: serve the stale copy without
+			// asking Redis again.
+			return c.represent(res, r.e, nil, now, kindStale, status, false), nil
+		}
+	}
+
+	leader := false // set inside the flight only when this request runs it
+	ch := c.group.DoChan(key, func() (v any, err error) {
+		leader = true
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("cache: panic in a fill", "resource", res, "panic", p, "stack", string(debug.Stack()))
+				v, err = nil, errPanic
+			}
+		}()
+		return c.fill(ctx, key, q, fresh)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			c.metrics.requests.Inc(res, OutcomeError)
+			return nil, r.Err
+		}
+		f := r.Val.(*fill)
+		collapsed := !leader && (f.kind == kindLoaded || f.kind == kindPass)
+		if f.kind == kindPass {
+			rep := *f.pass
+			rep.CacheStatus, rep.Outcome = cacheStatus(kindPass, 0, f.status, collapsed), OutcomeMiss
+			if collapsed {
+				rep.Outcome = OutcomeCollapsed
+			}
+			c.metrics.requests.Inc(res, rep.Outcome)
+			return &rep, nil
+		}
+		return c.represent(res, f.e, f.raw, c.now(), f.kind, f.status, collapsed), nil
+	case <-ctx.Done():
+		c.metrics.requests.Inc(res, OutcomeError)
+		return nil, fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+	}
+}
+
+// fill runs inside the flight of key: it looks in both tiers again (an
+// earlier flight may just have filled them), then loads.
+func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration) (*fill, error) {
+	ctx, cancel := c.detach(ctx)
+	defer cancel()
+	now := c.now()
+	r := c.local.get(key, now)
+	if r != nil && now.Before(r.localUntil) {
+		return &fill{kind: kindHit, e: r.e}, nil
+	}
+	e, asked := c.redisGet(ctx, key)
+	if !asked && r != nil {
+		// Redis cannot be asked: the in-process copy is all there is.
+		e = r.e
+	}
+	now = c.now()
+	if e != nil {
+		switch {
+		case e.isFresh(now):
+			c.keepLocal(key, e, now)
+			return &fill{kind: kindHit, e: e}, nil
+		case e.isUsable(now):
+			c.keepLocal(key, e, now)
+			c.refresh(ctx, key, q, fresh)
+			_, status := c.staleState(key, now)
+			return &fill{kind: kindStale, e: e, status: status}, nil
+		}
+	}
+	// Redis had nothing usable. A copy kept here still answers if the
+	// load fails.
+	var fallback *entry
+	if r != nil && r.e.isUsable(now) {
+		fallback = r.e
+	}
+	rep, err := c.callLoader(ctx, q)
+	if err != nil {
+		now = c.now()
+		if fallback != nil && fallback.isUsable(now) && staleable(err) {
+			status := fwdStatus(err)
+			c.noteFailure(key, status, now)
+			return &fill{kind: kindStaleError, e: fallback, status: status}, nil
+		}
+		return nil, err
+	}
+	return c.store(key, rep, fresh), nil
+}
+
+// store makes an entry of a loaded representation and puts it in both
+// tiers, unless it may not be stored: NoStore (a degraded enrichment),
+// or a status other than 200 and 404.
+func (c *Cache) store(key string, rep *sources.Representation, fresh time.Duration) *fill {
+	stale := c.stale
+	switch {
+	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	case rep.Status == 404:
+		fresh, stale = c.notFoundTTL, 0
+	}
+	if fresh <= 0 {
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	}
+	now := c.now()
+	e := c.newEntry(rep, now, fresh, stale)
+	c.keepLocal(key, e, now)
+	c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh + stale})
+	c.clearFailure(key)
+	return &fill{kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
+}
+
+// keepLocal puts e in the in-process tier: servable for LocalTTL at most
+// (its whole freshness when there is no Redis to converge with), never
+// past its freshness.
+func (c *Cache) keepLocal(key string, e *entry, now time.Time) {
+	until := e.freshUntil()
+	if local := now.Add(c.localTTL); c.rdb != nil && local.Before(until) {
+		until = local
+	}
+	c.local.put(key, e, until)
+}
+
+// refresh starts the background refresh of a stale key, unless one is
+// running, one failed less than refreshBackoff ago, or the cache is
+// closed.
+func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh time.Duration) {
+	now := c.now()
+	c.mu.Lock()
+	_, busy := c.refreshing[key]
+	f, failed := c.failures[key]
+	if c.closed || busy || (failed && now.Sub(f.at) < refreshBackoff) {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshing[key] = struct{}{}
+	c.refreshes.Add(1)
+	c.mu.Unlock()
+
+	// Ends when the load returns: within LoadTimeout, sooner when Close
+	// cancels the base context.
+	go func() {
+		defer c.refreshes.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.refreshing, key)
+			c.mu.Unlock()
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("cache: panic in a refresh", "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		ctx, cancel := c.detach(ctx)
+		defer cancel()
+		rep, err := c.callLoader(ctx, q)
+		if err != nil {
+			c.noteFailure(key, fwdStatus(err), c.now())
+			c.metrics.refreshes.Inc("error")
+			// Nobody else sees this error; the stale entry stays.
+			c.log.Warn("cache: background refresh failed", "resource", q.Resource.Name, "error", err)
+			return
+		}
+		c.store(key, rep, fresh)
+		c.metrics.refreshes.Inc("ok")
+	}()
+}
+
+// staleState reports whether a refresh of key is running, and the
+// fwd-status of its last failed load if that was recent (0 if none).
+func (c *Cache) staleState(key string, now time.Time) (refreshing bool, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, refreshing = c.refreshing[key]
+	if f, ok := c.failures[key]; ok && now.Sub(f.at) < failureMemo {
+		status = f.status
+	}
+	return refreshing, status
+}
+
+func (c *Cache) noteFailure(key string, status int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.failures[key]; !ok && len(c.failures) >= maxFailures {
+		for k, f := range c.failures {
+			if now.Sub(f.at) >= failureMemo {
+				delete(c.failures, k)
+			}
+		}
+		if len(c.failures) >= maxFailures {
+			return
+		}
+	}
+	c.failures[key] = failure{status: status, at: now}
+}
+
+func (c *Cache) clearFailure(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.failures) > 0 {
+		delete(c.failures, key)
+	}
+}
+
+var (
+	errPanic   = errors.New("cache: the load panicked")
+	errNoValue = errors.New("cache: the loader returned no representation")
+)
+
+// callLoader runs the wrapped loader, turning a panic into an error: a
+// panic inside a flight would otherwise crash the process.
+func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *sources.Representation, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("cache: panic in a load", "resource", q.Resource.Name, "panic", p, "stack", string(debug.Stack()))
+			rep, err = nil, errPanic
+		}
+	}()
+	rep, err = c.load.Load(ctx, q)
+	if err == nil && rep == nil {
+		err = errNoValue
+	}
+	return rep, err
+}
+
+// detach returns a context for work shared by several requests: it keeps
+// ctx's values but not its cancellation, ends after LoadTimeout, and is
+// cancelled by Close.
+func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.loadTimeout)
+	stop := context.AfterFunc(c.base, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// bypass loads without the cache, for a resource whose TTL is zero.
+func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	rep, err := c.callLoader(ctx, q)
+	if err != nil {
+		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
+		return nil, err
+	}
+	out := *rep
+	out.CacheStatus, out.Outcome = "prodapi; fwd=bypass", OutcomeBypass
+	c.metrics.requests.Inc(q.Resource.Name, OutcomeBypass)
+	return &out, nil
+}
+
+// staleable reports whether a load failure may be answered with a stale
+// entry: any failure but a refusal of the query itself.
+func staleable(err error) bool {
+	return !errors.Is(err, sources.ErrInvalid) && !errors.Is(err, sources.ErrNotFound)
+}
+
+// fwdStatus is the status a failed load stands for, as Cache-Status
+// fwd-status reports it.
+func fwdStatus(err error) int {
+	switch {
+	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return 504
+	case errors.Is(err, sources.ErrUnavailable), errors.Is(err, sources.ErrPartial), errors.Is(err, context.Canceled):
+		return 503
+	default:
+		return 500
+	}
+}
+
+// represent builds the Representation of e for one request, and counts
+// the request.
+func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *sources.Representation {
+	rep := &sources.Representation{
+		Status:       e.status,
+		ETag:         e.etag,
+		Total:        e.total,
+		LastModified: e.lastModified,
+		StoredAt:     e.storedAt,
+		CacheStatus:  cacheStatus(k, e.ttl(now), status, collapsed),
+	}
+	if e.gzip {
+		rep.Gzip, rep.Body = e.body, raw
+	} else {
+		rep.Body = e.body
+	}
+	switch {
+	case k == kindHit:
+		rep.Outcome = OutcomeHit
+	case k == kindStale || k == kindStaleError:
+		rep.Outcome = OutcomeStale
+	case collapsed:
+		rep.Outcome = OutcomeCollapsed
+	default:
+		rep.Outcome = OutcomeMiss
+	}
+	c.metrics.requests.Inc(res, rep.Outcome)
+	return rep
+}
+
+// cacheStatus is the RFC 9211 Cache-Status of a response:
+//
+//	prodapi; hit; ttl=42                               fresh entry
+//	prodapi; hit; ttl=-3                               stale entry, refresh running (stale-while-revalidate)
+//	prodapi; fwd=stale; fwd-status=503; ttl=-3         stale entry, the backend failed (stale-if-error)
+//	prodapi; fwd=miss; fwd-status=200; stored; ttl=60  loaded and stored
+//	prodapi; fwd=miss; fwd-status=200; collapsed; ...  answered by another request's load
+//	prodapi; fwd=miss; fwd-status=200                  loaded, not storable
+//	prodapi; fwd=bypass                                caching is off for the resource
+//
+// The key is never part of it.
+func cacheStatus(k kind, ttl int64, status int, collapsed bool) string {
+	var buf [80]byte
+	b := append(buf[:0], "prodapi; "...)
+	switch k {
+	case kindHit:
+		b = append(b, "hit"...)
+	case kindStale, kindStaleError:
+		if status == 0 {
+			b = append(b, "hit"...)
+		} else {
+			b = append(b, "fwd=stale; fwd-status="...)
+			b = strconv.AppendInt(b, int64(status), 10)
+		}
+	case kindLoaded, kindPass:
+		b = append(b, "fwd=miss; fwd-status="...)
+		b = strconv.AppendInt(b, int64(status), 10)
+		if collapsed {
+			b = append(b, "; collapsed"...)
+		}
+		if k == kindPass {
+			return string(b)
+		}
+		b = append(b, "; stored"...)
+	}
+	b = append(b, "; ttl="...)
+	b = strconv.AppendInt(b, ttl, 10)
+	return string(b)
+}
+
+// Close stops background refreshes, then waits for queued writes to
+// reach Redis, until ctx ends. Loads after Close still work, without
+// refreshes or writes. Close does not close the Redis client.
+func (c *Cache) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancelBase()
+	})
+	if err := waitFor(ctx, &c.refreshes); err != nil {
+		c.stopWrites()
+		return fmt.Errorf("cache: close: waiting for refreshes: %w", err)
+	}
+	c.queuesOnce.Do(func() {
+		c.wmu.Lock()
+		c.wclosed = true
+		c.wmu.Unlock()
+		if c.rdb != nil {
+			for _, q := range c.queues {
+				close(q)
+			}
+		}
+	})
+	if err := waitFor(ctx, &c.writersDone); err != nil {
+		c.stopWrites()
+		return fmt.Errorf("cache: close: draining writes: %w", err)
+	}
+	return nil
+}
+
+// stopWrites makes the writers drop what is left.
+func (c *Cache) stopWrites() {
+	c.abortOnce.Do(func() { close(c.abort) })
+}
+
+// waitFor waits for wg until ctx ends.
+func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	// Ends when wg does: the work it waits for is bounded (loads by
+	// LoadTimeout and the base context, writes by RedisTimeout each).
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,58 @@
+package cache
+
+import "github.com/prodapi/prodapi/sources"
+
+// Outcomes of a request to the cache, as Representation.Outcome and the
+// outcome label of prodapi_cache_requests_total carry them.
+const (
+	OutcomeHit       = "hit"       // a fresh entry, from either tier
+	OutcomeStale     = "stale"     // an expired entry within the serve-stale window
+	OutcomeMiss      = "miss"      // this request's load answered it
+	OutcomeCollapsed = "collapsed" // answered by a load another request started
+	OutcomeBypass    = "bypass"    // the cache is off for this request
+	OutcomeError     = "error"     // the load failed and nothing could be served
+)
+
+// metrics are the series the cache keeps. Every field is nil-safe: a
+// Cache without Options.Metrics counts nothing.
+type metrics struct {
+	requests       *sources.Counter // resource, outcome
+	redisErrors    *sources.Counter // op
+	corrupt        *sources.Counter
+	writesDropped  *sources.Counter // reason
+	refreshes      *sources.Counter // result
+	breakerState   *sources.Gauge
+	localBytes     *sources.Gauge
+	localEntries   *sources.Gauge
+	localEvictions *sources.Counter
+}
+
+func newMetrics(m *sources.Metrics) *metrics {
+	if m == nil {
+		return &metrics{}
+	}
+	return &metrics{
+		requests: m.Counter("prodapi_cache_requests_total",
+			"Requests to the cache, by resource and outcome (hit, stale, miss, collapsed, bypass, error).",
+			"resource", "outcome"),
+		redisErrors: m.Counter("prodapi_cache_redis_errors_total",
+			"Redis calls that failed or timed out, by operation (get, set, del); each became a miss or a skipped write.",
+			"op"),
+		corrupt: m.Counter("prodapi_cache_corrupt_values_total",
+			"Values found in Redis that did not decode (corrupt, foreign or from another version); each was a miss and was deleted."),
+		writesDropped: m.Counter("prodapi_cache_writes_dropped_total",
+			"Redis writes not made, by reason (queue_full, breaker_open, closed).",
+			"reason"),
+		refreshes: m.Counter("prodapi_cache_refreshes_total",
+			"Background refreshes of stale entries, by result (ok, error).",
+			"result"),
+		breakerState: m.Gauge("prodapi_cache_redis_breaker_state",
+			"State of the Redis circuit breaker: 0 closed (Redis in use), 0.5 half-open (one probe call), 1 open (Redis skipped)."),
+		localBytes: m.Gauge("prodapi_cache_local_bytes",
+			"Bytes held by the in-process tier (estimated)."),
+		localEntries: m.Gauge("prodapi_cache_local_entries",
+			"Entries held by the in-process tier."),
+		localEvictions: m.Counter("prodapi_cache_local_evictions_total",
+			"Entries evicted from the in-process tier to stay within its byte bound."),
+	}
+}
