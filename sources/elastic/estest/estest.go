@@ -1,0 +1,620 @@
+// Package estest is a fake Elasticsearch for tests: an httptest.Server that
+// answers POST /<index>/_search over documents held in memory, GET / and
+// GET /_cluster/health, in the formats of Elasticsearch 8.x or 7.17, with
+// the X-Elastic-Product header the v8 client's product check wants. It
+// records every request so tests can assert exactly what was sent, and
+// can be told to fail the way real clusters do: error responses in the
+// servers' own formats, partial results, slowness, refusal.
+package estest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// A Version is the Elasticsearch release the fake imitates.
+type Version string
+
+// The versions the adapter supports.
+const (
+	V8 Version = "8.15.3"
+	V7 Version = "7.17.24"
+)
+
+// Major is the version's major number: 7 or 8.
+func (v Version) Major() int {
+	if strings.HasPrefix(string(v), "7.") {
+		return 7
+	}
+	return 8
+}
+
+// A SearchFunc evaluates a search body over the documents of an index: the
+// page of hits (after from and size, in sort order), the number of
+// matches, and the aggregations (nil when none were asked). An error
+// wrapping sources.ErrInvalid is answered as Elasticsearch answers a query
+// it cannot parse (400).
+type SearchFunc func(docs []*sources.Doc, body *sources.Doc, now time.Time) (hits []*sources.Doc, total int, aggs *sources.Doc, err error)
+
+// Options configure a fake.
+type Options struct {
+	Version Version // V8 when empty
+	// Prefix is the index prefix: collection c is served as
+	// <Prefix>_<c>. Empty means "superdesk".
+	Prefix string
+	// Docs are the documents of each collection. An index exists when its
+	// collection is a key, even with no documents; others answer 404
+	// index_not_found_exception, as a fresh cluster does.
+	Docs map[string][]*sources.Doc
+	// Search evaluates queries; nil means the package's evaluator.
+	Search SearchFunc
+	// Now is the clock for date math; nil means time.Now.
+	Now func() time.Time
+	// TotalAsInt sends hits.total as a bare number, as Elasticsearch 6
+	// did and 7+ does with rest_total_hits_as_int=true.
+	TotalAsInt bool
+	// NoProductHeader leaves out X-Elastic-Product: what a proxy or
+	// another product answers; the v8 client refuses it.
+	NoProductHeader bool
+}
+
+// A Request is one request the fake received, with its body decompressed.
+type Request struct {
+	Method string
+	Path   string
+	Query  url.Values
+	Header http.Header
+	Body   []byte
+}
+
+// A Reply replaces the fake's answer to a request.
+type Reply struct {
+	// Status and Body, when Status is set, are sent as they are.
+	Status int
+	Body   string
+	// Hang holds the request until the client gives up (or the fake is
+	// closed): a server slower than any deadline.
+	Hang bool
+	// Delay holds the request this long (or until the client gives up),
+	// then answers normally or with Status/Body.
+	Delay time.Duration
+	// TimedOut and FailedShards answer the search normally but mark the
+	// response partial: "timed_out": true, or that many shards failed
+	// (with their failures listed).
+	TimedOut     bool
+	FailedShards int
+}
+
+// A Server is a running fake.
+type Server struct {
+	URL  string
+	opts Options
+	srv  *httptest.Server
+	stop chan struct{} // closed at cleanup: releases held requests
+
+	mu       sync.Mutex
+	indexes  map[string][]*sources.Doc
+	requests []Request
+	faults   []fault
+}
+
+type fault struct {
+	times int // 0: until Clear
+	reply Reply
+}
+
+// New starts a fake for the duration of the test.
+func New(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.Version == "" {
+		opts.Version = V8
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "superdesk"
+	}
+	if opts.Search == nil {
+		opts.Search = Evaluate
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts, stop: make(chan struct{}), indexes: map[string][]*sources.Doc{}}
+	for c, docs := range opts.Docs {
+		s.indexes[opts.Prefix+"_"+c] = docs
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	t.Cleanup(func() {
+		close(s.stop)
+		s.srv.Close()
+	})
+	return s
+}
+
+// RefusedURL returns the URL of a port nothing listens on: connections to
+// it are refused.
+func RefusedURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// SetDocs replaces (or creates) the index of a collection.
+func (s *Server) SetDocs(collection string, docs []*sources.Doc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexes[s.opts.Prefix+"_"+collection] = docs
+}
+
+// Fail makes the next n requests (every request, until Clear, when n is
+// 0) get r.
+func (s *Server) Fail(n int, r Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fault{times: n, reply: r})
+}
+
+// Clear drops the pending faults and the recorded requests.
+func (s *Server) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+	s.requests = nil
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Searches returns the requests to a _search endpoint.
+func (s *Server) Searches() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if strings.HasSuffix(r.Path, "/_search") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Server) nextFault() (Reply, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.faults) == 0 {
+		return Reply{}, false
+	}
+	f := &s.faults[0]
+	r := f.reply
+	if f.times > 0 {
+		if f.times--; f.times == 0 {
+			s.faults = s.faults[1:]
+		}
+	}
+	return r, true
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	rec := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	s.mu.Lock()
+	s.requests = append(s.requests, rec)
+	s.mu.Unlock()
+
+	if !s.opts.NoProductHeader {
+		w.Header().Set("X-Elastic-Product", "Elasticsearch")
+	}
+	if err != nil {
+		s.writeError(w, r, 400, "parse_exception", "request body is required", nil)
+		return
+	}
+	if status, typ, reason := s.checkMediaTypes(r); status != 0 {
+		s.writeError(w, r, status, typ, reason, nil)
+		return
+	}
+
+	reply, faulted := s.nextFault()
+	if reply.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	}
+	if reply.Delay > 0 {
+		t := time.NewTimer(reply.Delay)
+		defer t.Stop()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+	if faulted && reply.Status != 0 {
+		s.write(w, r, reply.Status, []byte(reply.Body))
+		return
+	}
+
+	path := strings.Trim(r.URL.Path, "/")
+	switch {
+	case path == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		s.write(w, r, 200, s.rootInfo())
+	case path == "_cluster/health" && r.Method == http.MethodGet:
+		s.write(w, r, 200, []byte(clusterHealth))
+	case strings.HasSuffix(path, "/_search") && (r.Method == http.MethodPost || r.Method == http.MethodGet):
+		s.search(w, r, strings.TrimSuffix(path, "/_search"), body, reply)
+	default:
+		s.writeError(w, r, 405, "", fmt.Sprintf("Incorrect HTTP method for uri [%s] and method [%s]", r.URL.Path, r.Method), nil)
+	}
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	var rd io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		rd = zr
+	}
+	return io.ReadAll(rd)
+}
+
+// checkMediaTypes refuses versioned media types as the real servers do:
+// 8.x accepts compatible-with=7 or 8, 7.17 only 7.
+func (s *Server) checkMediaTypes(r *http.Request) (status int, typ, reason string) {
+	major := s.opts.Version.Major()
+	for _, h := range []string{"Accept", "Content-Type"} {
+		v := r.Header.Get(h)
+		_, after, ok := strings.Cut(v, "compatible-with=")
+		if !ok {
+			continue
+		}
+		var n int
+		fmt.Sscanf(after, "%d", &n)
+		if n != major && n != 7 {
+			return 400, "media_type_header_exception",
+				fmt.Sprintf("Invalid media-type value on headers [Accept, Content-Type]; %s version must be either version %d or 7, but found %d. %s=%s", h, major, n, h, v)
+		}
+	}
+	return 0, "", ""
+}
+
+func (s *Server) rootInfo() []byte {
+	lucene, wire, index := "9.11.1", "7.17.0", "7.0.0"
+	if s.opts.Version.Major() == 7 {
+		lucene, wire, index = "8.11.3", "6.8.0", "6.0.0-beta1"
+	}
+	return fmt.Appendf(nil, `{
+  "name" : "es01",
+  "cluster_name" : "docker-cluster",
+  "cluster_uuid" : "sJ1YqzGsQ-iHLXBGM0u5mw",
+  "version" : {
+    "number" : %q,
+    "build_flavor" : "default",
+    "build_type" : "docker",
+    "build_hash" : "f97532e680b555c3a05e73a74c28afb666923018",
+    "build_date" : "2024-10-09T22:08:00.328917561Z",
+    "build_snapshot" : false,
+    "lucene_version" : %q,
+    "minimum_wire_compatibility_version" : %q,
+    "minimum_index_compatibility_version" : %q
+  },
+  "tagline" : "You Know, for Search"
+}
+`, s.opts.Version, lucene, wire, index)
+}
+
+const clusterHealth = `{"cluster_name":"docker-cluster","status":"green","timed_out":false,"number_of_nodes":1,"number_of_data_nodes":1,"active_primary_shards":5,"active_shards":5,"relocating_shards":0,"initializing_shards":0,"unassigned_shards":0,"delayed_unassigned_shards":0,"number_of_pending_tasks":0,"number_of_in_flight_fetch":0,"task_max_waiting_in_queue_millis":0,"active_shards_percent_as_number":100.0}`
+
+// write sends a JSON body, gzipped when the client accepts it (as
+// Elasticsearch does with http.compression on).
+func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	ct := "application/json"
+	if s.opts.Version.Major() == 7 {
+		ct = "application/json; charset=UTF-8"
+	}
+	if v := r.Header.Get("Accept"); strings.Contains(v, "compatible-with=") {
+		ct = v
+	}
+	w.Header().Set("Content-Type", ct)
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write(body)
+		zw.Close()
+		body = b.Bytes()
+		w.Header().Set("Content-Encoding", "gzip")
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// writeError sends an error in Elasticsearch's format. extra are fields
+// of the error object after type and reason.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, typ, reason string, extra *sources.Doc) {
+	s.write(w, r, status, ErrorBody(status, typ, reason, extra))
+}
+
+// ErrorBody is an error response as Elasticsearch writes it:
+// {"error": {"root_cause": [{type, reason, ...}], "type", "reason", ...},
+// "status": N}.
+func ErrorBody(status int, typ, reason string, extra *sources.Doc) []byte {
+	cause := sources.D("type", typ, "reason", reason)
+	for k, v := range extra.All() {
+		cause.Set(k, v)
+	}
+	e := sources.D("root_cause", []any{cause.Clone()}, "type", typ, "reason", reason)
+	for k, v := range extra.All() {
+		e.Set(k, v)
+	}
+	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(status)))
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, body []byte, reply Reply) {
+	s.mu.Lock()
+	docs, ok := s.indexes[index]
+	docs = slices.Clone(docs)
+	s.mu.Unlock()
+	if !ok {
+		s.write(w, r, 404, IndexNotFound(index))
+		return
+	}
+	var req *sources.Doc
+	if len(bytes.TrimSpace(body)) > 0 {
+		v, err := sources.DecodeJSON(body, sources.DecodeOptions{})
+		d, isDoc := v.(*sources.Doc)
+		if err != nil || !isDoc {
+			s.writeError(w, r, 400, "x_content_parse_exception", "[1:1] Unexpected character: was expecting a JSON object", nil)
+			return
+		}
+		req = d
+	}
+	hits, total, aggs, err := s.opts.Search(docs, req, s.opts.Now())
+	if err != nil {
+		s.write(w, r, 400, ParsingError(err.Error()))
+		return
+	}
+	s.write(w, r, 200, s.response(index, req, hits, total, aggs, reply))
+}
+
+// response renders a search response: hits with _index, _id, _score and
+// _source (the document without _id, plus _resource as eve-elastic
+// stores it), the total as track_total_hits asks, aggregations.
+func (s *Server) response(index string, req *sources.Doc, hits []*sources.Doc, total int, aggs *sources.Doc, reply Reply) []byte {
+	shards := sources.D("total", int64(1), "successful", int64(1), "skipped", int64(0), "failed", int64(0))
+	if n := int64(reply.FailedShards); n > 0 {
+		shards = sources.D("total", n+1, "successful", int64(1), "skipped", int64(0), "failed", n)
+		var failures []any
+		for i := range n {
+			failures = append(failures, sources.D("shard", i+1, "index", index, "node", "dKzpvp0QTNqKlPOs8xBOrw",
+				"reason", sources.D("type", "node_not_connected_exception", "reason", "[es02][172.18.0.3:9300] Node not connected")))
+		}
+		shards.Set("failures", failures)
+	}
+	sorted := req.Has("sort")
+	list := make([]any, 0, len(hits))
+	for _, h := range hits {
+		hit := sources.D("_index", index)
+		if s.opts.Version.Major() == 7 {
+			hit.Set("_type", "_doc")
+		}
+		id, _ := h.Get("_id")
+		idStr, _ := sources.IDString(id)
+		hit.Set("_id", idStr)
+		if sorted {
+			hit.Set("_score", nil)
+		} else {
+			hit.Set("_score", 1.0)
+		}
+		if src := source(h, req, collectionOf(index, s.opts.Prefix)); src != nil {
+			hit.Set("_source", src)
+		}
+		list = append(list, hit)
+	}
+	hitsDoc := sources.NewDoc()
+	if t := totalOf(req, total, s.opts.TotalAsInt); t != nil {
+		hitsDoc.Set("total", t)
+	}
+	if sorted {
+		hitsDoc.Set("max_score", nil)
+	} else {
+		hitsDoc.Set("max_score", 1.0)
+	}
+	hitsDoc.Set("hits", list)
+	resp := sources.D("took", int64(3), "timed_out", reply.TimedOut, "_shards", shards, "hits", hitsDoc)
+	if aggs != nil {
+		resp.Set("aggregations", aggs)
+	}
+	return sources.AppendJSON(nil, resp)
+}
+
+func collectionOf(index, prefix string) string { return strings.TrimPrefix(index, prefix+"_") }
+
+// totalOf renders hits.total as track_total_hits asks: exact when true, up
+// to N (then "gte") when a number, 10000 by default, absent when false.
+func totalOf(req *sources.Doc, total int, asInt bool) any {
+	limit := int64(10000)
+	switch v, _ := req.Get("track_total_hits"); v := v.(type) {
+	case bool:
+		if !v {
+			return nil
+		}
+		limit = -1
+	case int64:
+		limit = v
+	}
+	n, rel := int64(total), "eq"
+	if limit >= 0 && n > limit {
+		n, rel = limit, "gte"
+	}
+	if asInt {
+		return n
+	}
+	return sources.D("value", n, "relation", rel)
+}
+
+// source is a hit's _source: the document without _id (Elasticsearch 7+
+// keeps _id out of sources) with eve-elastic's _resource marker, filtered
+// as the body's _source asks (top-level fields and * patterns).
+func source(doc, req *sources.Doc, resource string) *sources.Doc {
+	src := sources.NewDoc()
+	for k, v := range doc.All() {
+		if k != "_id" {
+			src.Set(k, v)
+		}
+	}
+	src.Set("_resource", resource)
+	spec, ok := req.Get("_source")
+	if !ok {
+		return src
+	}
+	var includes, excludes []string
+	switch spec := spec.(type) {
+	case bool:
+		if !spec {
+			return nil
+		}
+		return src
+	case string:
+		includes = []string{spec}
+	case []any:
+		includes = strings1(spec)
+	case *sources.Doc:
+		inc, _ := spec.Get("includes")
+		exc, _ := spec.Get("excludes")
+		includes, excludes = patterns(inc), patterns(exc)
+	}
+	out := sources.NewDoc()
+	for k, v := range src.All() {
+		if (len(includes) == 0 || matchAny(includes, k)) && !matchAny(excludes, k) {
+			out.Set(k, v)
+		}
+	}
+	return out
+}
+
+func patterns(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		return strings1(v)
+	}
+	return nil
+}
+
+func strings1(a []any) []string {
+	var out []string
+	for _, x := range a {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func matchAny(patterns []string, field string) bool {
+	for _, p := range patterns {
+		if p == field || strings.HasPrefix(p, field+".") || wildcard(p, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// wildcard matches a pattern with * against a name.
+func wildcard(p, s string) bool {
+	if !strings.Contains(p, "*") {
+		return false
+	}
+	parts := strings.Split(p, "*")
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return strings.HasSuffix(s, parts[len(parts)-1])
+}
+
+// Canned error bodies, as Elasticsearch 7.17 and 8.x write them.
+
+// IndexNotFound is the 404 body for a missing index.
+func IndexNotFound(index string) []byte {
+	return ErrorBody(404, "index_not_found_exception", "no such index ["+index+"]",
+		sources.D("resource.type", "index_or_alias", "resource.id", index, "index_uuid", "_na_", "index", index))
+}
+
+// ParsingError is the 400 body for a query Elasticsearch cannot parse.
+func ParsingError(reason string) []byte {
+	return ErrorBody(400, "parsing_exception", reason, sources.D("line", int64(1), "col", int64(42)))
+}
+
+// ShardError is a 400 search_phase_execution_exception: every shard
+// failed with a query_shard_exception carrying reason.
+func ShardError(index, reason string) []byte {
+	cause := sources.D("type", "query_shard_exception", "reason", reason, "index_uuid", "mJ0kJqXnS1W6Dkd4iQm7bQ", "index", index)
+	e := sources.D("root_cause", []any{cause},
+		"type", "search_phase_execution_exception", "reason", "all shards failed", "phase", "query", "grouped", true,
+		"failed_shards", []any{sources.D("shard", int64(0), "index", index, "node", "dKzpvp0QTNqKlPOs8xBOrw", "reason", cause.Clone())})
+	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(400)))
+}
+
+// NoMapping is Elasticsearch's answer to a sort on an unmapped field.
+func NoMapping(index, field string) []byte {
+	return ShardError(index, "No mapping found for ["+field+"] in order to sort on")
+}
+
+// Rejected is the 429 of a full search queue.
+func Rejected() []byte {
+	return ErrorBody(429, "es_rejected_execution_exception",
+		"rejected execution of org.elasticsearch.common.util.concurrent.TimedRunnable@5f1d6a3 on QueueResizingEsThreadPoolExecutor[name = es01/search, queue capacity = 1000, min queue capacity = 1000, max queue capacity = 1000, frame size = 2000, targeted response rate = 1s, task execution EWMA = 1.2ms, adjustment amount = 50, org.elasticsearch.common.util.concurrent.QueueResizingEsThreadPoolExecutor@3c4d2b1a[Running, pool size = 13, active threads = 13, queued tasks = 1000, completed tasks = 1033]]",
+		nil)
+}
+
+// NoShards is the 503 of a search no shard could serve (the cluster is
+// recovering or the index's primaries are unassigned).
+func NoShards() []byte {
+	e := sources.D("root_cause", []any{}, "type", "search_phase_execution_exception", "reason", "all shards failed",
+		"phase", "query", "grouped", true, "failed_shards", []any{})
+	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(503)))
+}
+
+// Indexes returns the names of the indexes the fake holds.
+func (s *Server) Indexes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.indexes))
+}
