@@ -212,8 +212,10 @@ func syncAssignedTo(obj *sources.Doc, found map[string]*sources.Doc) {
 	}
 	id, _ := a.Get("_id")
 	at.Set("assignment_id", id)
+	src, _ := a.Doc("assigned_to")
 	for _, f := range syncedKeys {
-		at.Set(f, get(a, "assigned_to."+f))
+		v, _ := src.Get(f)
+		at.Set(f, sources.CloneValue(v))
 	}
 	at.Set("priority", get(a, "priority"))
 }

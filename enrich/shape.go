@@ -34,22 +34,13 @@ func project(d *sources.Doc, fields []string) {
 func exclude(d *sources.Doc, names []string) {
 	for _, name := range names {
 		d.Delete(name)
-		parts := strings.Split(name, ".")
-		if len(parts) < 2 {
+		i := strings.LastIndexByte(name, '.')
+		if i < 0 {
 			continue
 		}
-		cur := d
-		for _, p := range parts[:len(parts)-1] {
-			v, _ := cur.Get(p)
-			next, ok := asDoc(v)
-			if !ok {
-				cur = nil
-				break
-			}
-			cur = next
-		}
-		if cur != nil {
-			cur.Delete(parts[len(parts)-1])
+		v, _ := d.Path(name[:i])
+		if parent, ok := asDoc(v); ok {
+			parent.Delete(name[i+1:])
 		}
 	}
 }
