@@ -1,0 +1,378 @@
+package sandbox
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// sample is the bundled newsroom (PRODAPI_SANDBOX=sample).
+//
+//go:embed sample
+var sample embed.FS
+
+// Options configure a Store.
+type Options struct {
+	// Latency delays every query (PRODAPI_SANDBOX_LATENCY), honouring the
+	// context, to make the sandbox behave like a remote backend.
+	Latency time.Duration
+	// Queries counts queries (prodapi_source_queries_total) with backend
+	// label "sandbox"; nil counts nothing.
+	Queries *sources.Counter
+	// Now anchors ES date math ("now-1d"); nil means time.Now.
+	Now func() time.Time
+}
+
+// A Store is a newsroom held in memory: it answers every sources.Store
+// method and sources.AssetStore as MongoDB and Elasticsearch would. Its
+// documents never change after loading; it is safe for concurrent use.
+type Store struct {
+	opts  Options
+	colls map[string][]*sources.Doc
+	ids   map[string]map[idKey]*sources.Doc
+	// search evaluates search bodies; its analyzer caches the analysis of
+	// the stored strings for the Store's lifetime.
+	an     *analyzer
+	assets *assetSet
+}
+
+// idKey identifies an _id: ObjectIDs and strings are different ids.
+type idKey struct {
+	oid   sources.ObjectID
+	str   string
+	isOID bool
+}
+
+var (
+	_ sources.Store      = (*Store)(nil)
+	_ sources.AssetStore = (*Store)(nil)
+)
+
+// Open opens the sandbox PRODAPI_SANDBOX names: "sample" for the bundled
+// newsroom, otherwise a directory of <collection>.json files (and an
+// assets/ folder).
+func Open(spec string, opts Options) (*Store, error) {
+	if spec == "sample" {
+		return Sample(opts)
+	}
+	info, err := os.Stat(spec)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("sandbox: %s is not a directory", spec)
+	}
+	return Load(os.DirFS(spec), opts)
+}
+
+// Sample opens the bundled sample newsroom.
+func Sample(opts Options) (*Store, error) {
+	sub, err := fs.Sub(sample, "sample")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: sample: %w", err)
+	}
+	return Load(sub, opts)
+}
+
+// Load reads every <collection>.json of sources.Collections at the root
+// of fsys (a JSON array of documents in MongoDB Extended JSON, as
+// mongoexport --jsonArray writes them) and the files under assets/.
+// A missing file is an empty collection; other files are ignored.
+func Load(fsys fs.FS, opts Options) (*Store, error) {
+	s := &Store{
+		opts:  opts,
+		colls: map[string][]*sources.Doc{},
+		ids:   map[string]map[idKey]*sources.Doc{},
+		an:    newAnalyzer(),
+	}
+	var newest time.Time
+	for _, c := range sources.Collections {
+		docs, err := loadCollection(fsys, c+".json")
+		if err != nil {
+			return nil, err
+		}
+		ids := make(map[idKey]*sources.Doc, len(docs))
+		for i, d := range docs {
+			id, _ := d.Get("_id")
+			k, ok := keyOf(id)
+			if !ok {
+				return nil, fmt.Errorf("sandbox: %s.json: document %d: _id must be a string or an ObjectID, not %s", c, i, describe(id))
+			}
+			if _, dup := ids[k]; dup {
+				return nil, fmt.Errorf("sandbox: %s.json: document %d: duplicate _id %s", c, i, describe(id))
+			}
+			ids[k] = d
+			if t, ok := d.Get("_updated"); ok {
+				if t, ok := t.(time.Time); ok && t.After(newest) {
+					newest = t
+				}
+			}
+		}
+		s.colls[c] = docs
+		s.ids[c] = ids
+	}
+	if newest.IsZero() {
+		newest = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	assets, err := loadAssets(fsys, newest)
+	if err != nil {
+		return nil, err
+	}
+	s.assets = assets
+	return s, nil
+}
+
+func keyOf(id any) (idKey, bool) {
+	switch id := id.(type) {
+	case sources.ObjectID:
+		return idKey{oid: id, isOID: true}, true
+	case string:
+		return idKey{str: id}, true
+	}
+	return idKey{}, false
+}
+
+func loadCollection(fsys fs.FS, name string) ([]*sources.Doc, error) {
+	data, err := fs.ReadFile(fsys, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %s: %w", name, err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("sandbox: %s: want a JSON array of documents", name)
+	}
+	docs := make([]*sources.Doc, len(list))
+	for i, e := range list {
+		d, ok := e.(*sources.Doc)
+		if !ok {
+			return nil, fmt.Errorf("sandbox: %s: element %d is not a document", name, i)
+		}
+		if !d.Has("_id") {
+			return nil, fmt.Errorf("sandbox: %s: document %d has no _id", name, i)
+		}
+		docs[i] = d
+	}
+	return docs, nil
+}
+
+// Counts reports the documents per collection, for the start-up log.
+func (s *Store) Counts() map[string]int {
+	m := make(map[string]int, len(s.colls))
+	for c, docs := range s.colls {
+		m[c] = len(docs)
+	}
+	return m
+}
+
+func (s *Store) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+// query counts one backend query and waits out the configured latency.
+func (s *Store) query(ctx context.Context, resource, op string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.opts.Queries.Inc("sandbox", resource, op)
+	if s.opts.Latency <= 0 {
+		return nil
+	}
+	t := time.NewTimer(s.opts.Latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// byID finds a document by _id; a 24-hex id matches an ObjectID and,
+// failing that, the string.
+func (s *Store) byID(collection, id string) (*sources.Doc, bool) {
+	ids := s.ids[collection]
+	if oid, ok := sources.ParseObjectID(id); ok {
+		if d, ok := ids[idKey{oid: oid, isOID: true}]; ok {
+			return d, true
+		}
+	}
+	d, ok := ids[idKey{str: id}]
+	return d, ok
+}
+
+// Get reads a document by id.
+func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (*sources.Doc, error) {
+	if err := s.query(ctx, sources.MetricName(res.Collection), "get"); err != nil {
+		return nil, err
+	}
+	d, ok := s.byID(res.Collection, id)
+	if !ok {
+		return nil, fmt.Errorf("sandbox: %s/%s: %w", res.Name, id, sources.ErrNotFound)
+	}
+	return d.Clone(), nil
+}
+
+// Find answers a list: the search body of a search resource with ES
+// semantics, the where filter of the others with MongoDB semantics.
+func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
+	res := q.Resource
+	docs := s.colls[res.Collection]
+	if res.Search {
+		if q.Search == nil {
+			return nil, fmt.Errorf("sandbox: search list of %s without a search body: %w", res.Name, sources.ErrInvalid)
+		}
+		if err := s.query(ctx, sources.MetricName(res.Collection), "search"); err != nil {
+			return nil, err
+		}
+		env := &searchEnv{now: s.now(), an: s.an, resource: res.Collection}
+		return env.search(docs, q.Search)
+	}
+	if err := s.query(ctx, sources.MetricName(res.Collection), "find"); err != nil {
+		return nil, err
+	}
+	m, err := compileFilter(q.Where, 0)
+	if err != nil {
+		return nil, err
+	}
+	var matched []*sources.Doc
+	for _, d := range docs {
+		if m(d) {
+			matched = append(matched, d)
+		}
+	}
+	SortDocs(matched, q.Sort)
+	result := &sources.Result{Total: len(matched)}
+	start := min(max(q.Skip(), 0), len(matched))
+	end := len(matched)
+	if q.MaxResults > 0 {
+		end = min(start+q.MaxResults, end)
+	}
+	result.Docs = make([]*sources.Doc, 0, end-start)
+	for _, d := range matched[start:end] {
+		result.Docs = append(result.Docs, d.Clone())
+	}
+	return result, nil
+}
+
+// Lookup runs an enrichment batch: the documents of l.Collection whose
+// l.Field equals one of l.Values. On the document database a 24-hex
+// value (string or ObjectID) matches an ObjectID or the hex string; on
+// the search index values compare as strings, exactly (Superdesk maps
+// the linking fields as keywords).
+func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, error) {
+	op := "lookup"
+	if l.Search {
+		op = "search"
+	}
+	if err := s.query(ctx, sources.MetricName(l.Collection), op); err != nil {
+		return nil, err
+	}
+	docs := s.colls[l.Collection]
+	if l.Search {
+		return s.searchLookup(docs, l)
+	}
+	values := make([]any, len(l.Values))
+	for i, v := range l.Values {
+		if id, ok := v.(sources.ObjectID); ok {
+			v = id.Hex() // matches the ObjectID or the string, like a hex string
+		}
+		values[i] = v
+	}
+	m, err := compileFilter(sources.D(l.Field, sources.D("$in", values)), 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []*sources.Doc
+	for _, d := range docs {
+		if m(d) {
+			out = append(out, d)
+		}
+	}
+	if len(l.Sort) > 0 {
+		SortDocs(out, l.Sort)
+	}
+	if l.Limit > 0 && len(out) > l.Limit {
+		out = out[:l.Limit]
+	}
+	for i, d := range out {
+		out[i] = d.Clone()
+	}
+	return out, nil
+}
+
+func (s *Store) searchLookup(docs []*sources.Doc, l sources.Lookup) ([]*sources.Doc, error) {
+	env := &searchEnv{now: s.now(), an: s.an, resource: l.Collection}
+	want := map[string]bool{}
+	for _, v := range l.Values {
+		str, ok := sources.IDString(normalize(v))
+		if !ok {
+			tv, err := newTermVal(v, env.now)
+			if err != nil {
+				return nil, err
+			}
+			str = tv.s
+		}
+		want[str] = true
+	}
+	fr, err := newFieldRef(l.Field)
+	if err != nil {
+		return nil, err
+	}
+	c := &evalCtx{env: env}
+	var hits []hit
+	for i, d := range docs {
+		ok := c.visit(d, &fr, func(v any, _, _ bool) bool {
+			switch v := v.(type) {
+			case string:
+				return want[v]
+			case sources.ObjectID:
+				return want[v.Hex()]
+			case nil, *sources.Doc:
+				return false
+			}
+			tv, err := newTermVal(v, env.now)
+			return err == nil && want[tv.s]
+		})
+		if ok {
+			hits = append(hits, hit{i: i, doc: d, score: 0})
+		}
+	}
+	specs := make([]sortSpec, 0, len(l.Sort))
+	for _, k := range l.Sort {
+		fr, err := newFieldRef(k.Field)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sortSpec{kind: sortField, f: fr, desc: k.Desc})
+	}
+	if len(specs) == 0 {
+		specs = []sortSpec{{kind: sortDoc}}
+	}
+	if err := c.sortHits(hits, specs); err != nil {
+		return nil, err
+	}
+	if l.Limit > 0 && len(hits) > l.Limit {
+		hits = hits[:l.Limit]
+	}
+	out := make([]*sources.Doc, len(hits))
+	for i, h := range hits {
+		out[i] = sourceFilter{}.apply(h.doc)
+	}
+	return out, nil
+}
