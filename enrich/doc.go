@@ -57,22 +57,23 @@
 // the request's context is cancelled or past its deadline, Enrich returns
 // its error and the request fails.
 //
-//	step (resource)                    required?  on failure
-//	shaping (all)                      —          makes no query, cannot fail
-//	content_types (items)              optional   profile becomes the lower-case content type id
-//	                                              (what "content type not found" gives)
-//	assignments by _id (items)         optional   no assignment, planning or event link
-//	planning by _id (items)            optional   no event link
-//	planning by _id (assignments)      optional   no event link
-//	archive by assignment_id (assignments) optional no content link
-//	coverage sync (planning)           optional   coverages keep their stored assigned_to;
-//	                                              empty ones still become {} and
-//	                                              scheduled_updates still defaults to []
-//	scheduled update sync (planning)   optional   scheduled updates keep their stored assigned_to
-//	assignments by _id (planning, events) optional no assignments link
-//	archive by assignment_id (planning, events) optional assignment links lack content_*
-//	planning by event_item (events)    optional   no plannings or assignments link
-//	request context ends               required   Enrich returns the context's error
+//	resource     step (Warn log "step")   on failure
+//	all          shaping                  makes no query, cannot fail
+//	items        content_types            profile becomes the lower-case content type id
+//	                                      (what a missing content type gives)
+//	items        assignments              no assignment, planning or event link
+//	items        planning                 no event link
+//	assignments  planning                 no event link
+//	assignments  content                  no content link
+//	planning     coverage sync            coverages keep their stored assigned_to (an empty
+//	                                      one still becomes {}, scheduled_updates still [])
+//	planning     scheduled update sync    scheduled updates keep their stored assigned_to
+//	planning     assignment links         no assignments link
+//	planning     assignment content       assignment links lack the content_* keys
+//	events       plannings                no plannings and no assignments link
+//	events       assignment links         no assignments link
+//	events       assignment content       assignment links lack the content_* keys
+//	any          request context ends     required: Enrich returns the context's error
 //
 // # Where we differ from the original, on purpose
 //
@@ -103,8 +104,9 @@
 //     planning without an event).
 //   - A media id that already has an extension or a "/" (object storage)
 //     gets no extension added, as the original's S3 storage did; GridFS ids
-//     get the extension of their mimetype from a fixed table (Python's
-//     built-in mimetypes table plus image/webp and image/bmp).
+//     get the extension of their mimetype from a fixed table: Python
+//     3.11's built-in mimetypes table (3.10's lacked image/bmp and
+//     image/avif) plus image/webp, whatever the server's /etc/mime.types.
 //   - A rendition whose media is not a string or an ObjectID (null, a
 //     number) is left untouched rather than linked to ".../None".
 //   - When a planning names assignment ids and none of them is found, the

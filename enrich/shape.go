@@ -132,9 +132,10 @@ func isWord(c byte) bool {
 
 // extensions maps a mimetype (lower case, exactly: parameters or spaces
 // give none) to the extension the original's GridFS storage added:
-// Python's built-in mimetypes table (3.11; guess_extension, strict) with
-// .jpe/.jpeg as .jpg, plus image/webp. Debian's /etc/mime.types would add
-// more; the original's output depended on the server having it.
+// Python 3.11's built-in mimetypes table (guess_extension, strict) with
+// .jpe/.jpeg as .jpg, plus image/webp (original-superdesk.md §2.3). The
+// original's output also depended on the server's /etc/mime.types; ours
+// does not.
 var extensions = map[string]string{
 	"application/javascript":        ".js",
 	"application/json":              ".json",
