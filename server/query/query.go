@@ -25,14 +25,14 @@ const MaxTarget = 16 << 10
 
 // Limits.
 const (
-	maxDepth       = 32   // JSON nesting of where, source, filter, projection, embedded
-	maxSortKeys    = 32   // as MongoDB allows
-	maxPathLen     = 256  // bytes in a field path
-	maxQueryDepth  = 24   // queries nested in queries, after the legacy rewrites
+	maxDepth       = 32    // JSON nesting of where, source, filter, projection, embedded
+	maxSortKeys    = 32    // as MongoDB allows
+	maxPathLen     = 256   // bytes in a field path
+	maxQueryDepth  = 24    // queries nested in queries, after the legacy rewrites
 	maxBuckets     = 10000 // terms buckets an aggregation tree may ask for
-	maxAggSize     = 500  // buckets of one terms aggregation
-	maxPageSize    = 500  // PAGINATION_LIMIT
-	defaultResults = 25   // PAGINATION_DEFAULT
+	maxAggSize     = 500   // buckets of one terms aggregation
+	maxPageSize    = 500   // PAGINATION_LIMIT
+	defaultResults = 25    // PAGINATION_DEFAULT
 	window         = sources.MaxTotal
 )
 

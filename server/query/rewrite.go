@@ -268,7 +268,10 @@ func (b *boolQ) merge(o *boolQ) bool {
 	b.filter = append(b.filter, o.filter...)
 	b.should = append(b.should, o.should...)
 	b.mustNot = append(b.mustNot, o.mustNot...)
-	for _, p := range []struct{ dst *any; src any }{{&b.msm, o.msm}, {&b.boost, o.boost}, {&b.name, o.name}} {
+	for _, p := range []struct {
+		dst *any
+		src any
+	}{{&b.msm, o.msm}, {&b.boost, o.boost}, {&b.name, o.name}} {
 		switch {
 		case p.src == nil:
 		case *p.dst == nil:
