@@ -64,7 +64,7 @@ type fakeS3 struct {
 	requests []string // "METHOD /path" of every request, in order
 }
 
-func newFakeS3(t *testing.T, clock *testClock) *fakeS3 {
+func newFakeS3(t testing.TB, clock *testClock) *fakeS3 {
 	t.Helper()
 	f := &fakeS3{
 		backend: s3mem.New(),
@@ -90,7 +90,7 @@ func newFakeS3(t *testing.T, clock *testClock) *fakeS3 {
 }
 
 // put stores an object directly in the backend.
-func (f *fakeS3) put(t *testing.T, key, contentType string, modified time.Time, body []byte, meta map[string]string) {
+func (f *fakeS3) put(t testing.TB, key, contentType string, modified time.Time, body []byte, meta map[string]string) {
 	t.Helper()
 	m := map[string]string{
 		"Content-Type":  contentType,
