@@ -279,8 +279,9 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 			return &fill{kind: kindHit, e: e}, nil
 		case e.isUsable(now):
 			c.keepLocal(key, e, now)
-			c.refresh(ctx, key, q, fresh)
+			// The failure a response reports is one from before it.
 			_, status := c.staleState(key, now)
+			c.refresh(ctx, key, q, fresh)
 			return &fill{kind: kindStale, e: e, status: status}, nil
 		}
 	}

@@ -1,7 +1,7 @@
 package cache
 
 import (
-	"container/list"
+	lst "container/list"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +24,7 @@ type local struct {
 	mu    sync.RWMutex
 	bytes int64
 	items map[string]*record
-	order list.List // of *record, most recently put or re-referenced first
+	order lst.List // of *record, most recently put or re-referenced first
 
 	bytesGauge *sources.Gauge
 	entries    *sources.Gauge
@@ -39,7 +39,7 @@ type record struct {
 	localUntil time.Time
 	size       int64
 	ref        atomic.Bool // read since it was last considered for eviction
-	el         *list.Element
+	el         *lst.Element
 }
 
 func newLocal(max int64, m *metrics) *local {

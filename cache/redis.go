@@ -46,7 +46,10 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 		c.breaker.done(true)
 		b = nil
 	default:
-		c.breaker.done(false)
+		// A reply error (loading, out of memory) came back fast: Redis
+		// is there, so it does not count towards the breaker.
+		var reply redis.Error
+		c.breaker.done(errors.As(err, &reply))
 		c.metrics.redisErrors.Inc("get")
 		c.log.Debug("cache: redis get failed", "error", err)
 		return nil, false

@@ -1,0 +1,876 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// seen is what a test checks of a representation.
+type seen struct {
+	Status      int
+	Outcome     string
+	CacheStatus string
+	Version     string
+}
+
+func see(t *testing.T, rep *sources.Representation) seen {
+	t.Helper()
+	s := seen{Status: rep.Status, Outcome: rep.Outcome, CacheStatus: rep.CacheStatus}
+	if rep.Status == 200 {
+		s.Version = version(t, rep)
+	}
+	return s
+}
+
+func TestHitAndMiss(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		t.Run(fmt.Sprintf("redis=%t", redis), func(t *testing.T) {
+			var opts []envOption
+			if !redis {
+				opts = append(opts, withoutRedis())
+			}
+			e := newEnv(t, opts...)
+			q := list(t, "items")
+
+			got := see(t, e.load(t, q))
+			want := seen{200, OutcomeMiss, "prodapi; fwd=miss; fwd-status=200; stored; ttl=10", "1"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("first load (-want +got):\n%s", diff)
+			}
+			e.settle()
+			e.be.setVersion(2)
+
+			got = see(t, e.load(t, q))
+			want = seen{200, OutcomeHit, "prodapi; hit; ttl=10", "1"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("second load (-want +got):\n%s", diff)
+			}
+
+			// Past the in-process lifetime: from Redis, or still from the
+			// in-process tier when there is no Redis.
+			e.advance(3 * time.Second)
+			got = see(t, e.load(t, q))
+			want = seen{200, OutcomeHit, "prodapi; hit; ttl=7", "1"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("after 3s (-want +got):\n%s", diff)
+			}
+			if got := e.be.count(q); got != 1 {
+				t.Errorf("loads = %d, want 1", got)
+			}
+			if got := e.metrics.Counter("prodapi_cache_requests_total", "").Value("items", OutcomeHit); got != 2 {
+				t.Errorf("hits counted = %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestReplicasShareRedis(t *testing.T) {
+	e := newEnv(t)
+	q := detail(t, "items", "urn:1")
+	e.load(t, q)
+	e.settle()
+
+	other := e.newCache()
+	defer closeCache(t, other)
+	rep, err := other.Load(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != OutcomeHit || e.be.count(q) != 1 {
+		t.Errorf("second replica: outcome %s after %d loads, want a hit after 1", rep.Outcome, e.be.count(q))
+	}
+	// A 304 needs only metadata: a Redis hit is never decompressed.
+	want := representation(body(q, 1, 2048))
+	if rep.Body != nil || rep.Gzip == nil {
+		t.Errorf("Redis hit: Body %d bytes, Gzip %d bytes; want only Gzip", len(rep.Body), len(rep.Gzip))
+	}
+	if rep.ETag != want.ETag || rep.Total != want.Total || !rep.LastModified.Equal(want.LastModified) || !rep.StoredAt.Equal(e.clock.Now()) {
+		t.Errorf("Redis hit metadata = %s %d %v %v, want %s %d %v %v", rep.ETag, rep.Total, rep.LastModified, rep.StoredAt,
+			want.ETag, want.Total, want.LastModified, e.clock.Now())
+	}
+	if diff := cmp.Diff(string(want.Body), string(plain(t, rep))); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+}
+
+func TestSmallBodiesStayUncompressed(t *testing.T) {
+	e := newEnv(t)
+	e.be.size = 200
+	q := detail(t, "desks", "d1")
+	first := e.load(t, q)
+	if first.Body == nil || first.Gzip != nil {
+		t.Errorf("miss: Body %d bytes, Gzip %d bytes; want only Body", len(first.Body), len(first.Gzip))
+	}
+	e.settle()
+	other := e.newCache()
+	defer closeCache(t, other)
+	rep, err := other.Load(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != OutcomeHit || string(rep.Body) != string(first.Body) || rep.Gzip != nil {
+		t.Errorf("Redis hit: %s, Body %q, Gzip %d bytes", rep.Outcome, rep.Body, len(rep.Gzip))
+	}
+}
+
+func TestFreshLoadHasBothBodies(t *testing.T) {
+	e := newEnv(t)
+	rep := e.load(t, list(t, "items"))
+	if rep.Body == nil || rep.Gzip == nil {
+		t.Fatalf("miss: Body %d bytes, Gzip %d bytes; want both", len(rep.Body), len(rep.Gzip))
+	}
+	rep.Body = nil
+	if got, want := string(plain(t, rep)), string(body(list(t, "items"), 1, 2048)); got != want {
+		t.Errorf("gzip body differs from the loaded one")
+	}
+}
+
+func TestTTLPerResource(t *testing.T) {
+	ttls := map[string]time.Duration{"items/list": 10 * time.Second, "items/detail": 60 * time.Second, "desks/list": 30 * time.Second}
+	e := newEnv(t, withOptions(func(o *Options) {
+		o.Stale = 0
+		o.TTL = func(res string, detail bool) time.Duration {
+			kind := "list"
+			if detail {
+				kind = "detail"
+			}
+			return ttls[res+"/"+kind]
+		}
+	}))
+	itemsList, itemsDetail, desksList := list(t, "items"), detail(t, "items", "i1"), list(t, "desks")
+	queries := []*sources.Query{itemsList, itemsDetail, desksList}
+	for _, q := range queries {
+		e.load(t, q)
+	}
+	e.settle()
+	for _, step := range []struct {
+		advance time.Duration
+		loads   []int // of itemsList, itemsDetail, desksList after loading each again
+	}{
+		{5 * time.Second, []int{1, 1, 1}},
+		{6 * time.Second, []int{2, 1, 1}},  // 11s: the items list expired (10s)
+		{20 * time.Second, []int{3, 1, 2}}, // 31s: the items list again (reloaded at 11s), the desks list (30s)
+		{30 * time.Second, []int{4, 2, 3}}, // 61s: all three: the detail (60s), the lists reloaded at 31s
+	} {
+		e.advance(step.advance)
+		var got []int
+		for _, q := range queries {
+			e.load(t, q)
+			got = append(got, e.be.count(q))
+		}
+		e.settle()
+		if diff := cmp.Diff(step.loads, got); diff != "" {
+			t.Errorf("loads after +%s (-want +got):\n%s", step.advance, diff)
+		}
+	}
+	for _, q := range queries {
+		if ttl := e.m.TTL(Key(q)); ttl <= 0 || ttl > ttls[q.Resource.Name+"/"+map[bool]string{true: "detail", false: "list"}[q.IsDetail()]] {
+			t.Errorf("Redis TTL of %s = %s", Key(q), ttl)
+		}
+	}
+}
+
+func TestRedisTTLCoversStaleWindow(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	if got, want := e.m.TTL(Key(q)), 10*time.Second+time.Minute; got != want {
+		t.Errorf("Redis TTL = %s, want %s", got, want)
+	}
+}
+
+func TestStaleWhileRevalidate(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	e.advance(15 * time.Second) // 5s past freshness, within the 1m window
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.be.setHook(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+		close(entered)
+		<-release
+		return nil, nil
+	})
+	e.be.setVersion(2)
+
+	got := see(t, e.load(t, q))
+	want := seen{200, OutcomeStale, "prodapi; hit; ttl=-5", "1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stale load (-want +got):\n%s", diff)
+	}
+	<-entered // the refresh is running
+	for range 3 {
+		got = see(t, e.load(t, q))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("stale load during the refresh (-want +got):\n%s", diff)
+		}
+	}
+	e.be.setHook(nil)
+	close(release)
+	e.settle()
+
+	got = see(t, e.load(t, q))
+	want = seen{200, OutcomeHit, "prodapi; hit; ttl=10", "2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after the refresh (-want +got):\n%s", diff)
+	}
+	if got := e.be.count(q); got != 2 {
+		t.Errorf("loads = %d, want 2 (one background refresh)", got)
+	}
+	if got := e.metrics.Counter("prodapi_cache_refreshes_total", "").Value("ok"); got != 1 {
+		t.Errorf("refreshes ok = %d, want 1", got)
+	}
+}
+
+func TestStaleIfError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		status string
+	}{
+		{"unavailable", fmt.Errorf("mongo: %w", sources.ErrUnavailable), "503"},
+		{"timeout", fmt.Errorf("elastic: %w", sources.ErrTimeout), "504"},
+		{"partial", fmt.Errorf("elastic: %w", sources.ErrPartial), "503"},
+		{"deadline", context.DeadlineExceeded, "504"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			q := list(t, "items")
+			good := e.load(t, q)
+			e.settle()
+			stored, _ := e.m.Get(Key(q))
+
+			e.advance(20 * time.Second)
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return nil, tc.err })
+
+			// The first stale request starts the refresh, which fails.
+			got := see(t, e.load(t, q))
+			if diff := cmp.Diff(seen{200, OutcomeStale, "prodapi; hit; ttl=-10", "1"}, got); diff != "" {
+				t.Errorf("first stale load (-want +got):\n%s", diff)
+			}
+			e.settle()
+
+			// Later ones say why they are stale, and do not hammer the
+			// backend while it fails.
+			rep := e.load(t, q)
+			got = see(t, rep)
+			want := seen{200, OutcomeStale, "prodapi; fwd=stale; fwd-status=" + tc.status + "; ttl=-10", "1"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("stale after the failure (-want +got):\n%s", diff)
+			}
+			e.settle()
+			if got := e.be.count(q); got != 2 {
+				t.Errorf("loads = %d, want 2 (no refresh within the back-off)", got)
+			}
+			if rep.ETag != good.ETag {
+				t.Errorf("ETag %s, want the good entry's %s", rep.ETag, good.ETag)
+			}
+			if now, _ := e.m.Get(Key(q)); now != stored {
+				t.Error("the failure replaced the stored entry")
+			}
+
+			// After the back-off another refresh is tried, and succeeds.
+			e.advance(time.Second)
+			e.be.setHook(nil)
+			e.be.setVersion(2)
+			e.load(t, q)
+			e.settle()
+			got = see(t, e.load(t, q))
+			if diff := cmp.Diff(seen{200, OutcomeHit, "prodapi; hit; ttl=10", "2"}, got); diff != "" {
+				t.Errorf("after recovery (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStaleIfErrorOnTheRequestPath(t *testing.T) {
+	// Redis lost the entry (flushed) while this replica still holds a
+	// copy: the load runs on the request path, fails, and the copy is
+	// served.
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	e.m.FlushAll()
+	e.advance(3 * time.Second)
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
+		return nil, fmt.Errorf("mongo: %w", sources.ErrUnavailable)
+	})
+	got := see(t, e.load(t, q))
+	want := seen{200, OutcomeStale, "prodapi; fwd=stale; fwd-status=503; ttl=7", "1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestErrorsWithoutAnEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"unavailable", fmt.Errorf("mongo: %w", sources.ErrUnavailable)},
+		{"invalid", fmt.Errorf("elastic: %w", sources.ErrInvalid)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return nil, tc.err })
+			q := list(t, "items")
+			for range 2 {
+				_, err := e.c.Load(context.Background(), q)
+				if !errors.Is(err, tc.err) {
+					t.Errorf("Load error = %v, want %v", err, tc.err)
+				}
+			}
+			e.settle()
+			if got := e.be.count(q); got != 2 {
+				t.Errorf("loads = %d, want 2 (errors are never cached)", got)
+			}
+			if keys := e.m.Keys(); len(keys) != 0 {
+				t.Errorf("Redis keys %q, want none", keys)
+			}
+			if got := e.metrics.Counter("prodapi_cache_requests_total", "").Value("items", OutcomeError); got != 2 {
+				t.Errorf("errors counted = %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestRefusedQueryIsNotServedStale(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	e.m.FlushAll()
+	e.advance(3 * time.Second)
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
+		return nil, fmt.Errorf("elastic: %w", sources.ErrInvalid)
+	})
+	if _, err := e.c.Load(context.Background(), q); !errors.Is(err, sources.ErrInvalid) {
+		t.Errorf("Load error = %v, want ErrInvalid", err)
+	}
+}
+
+func TestNeverStored(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rep  *sources.Representation
+	}{
+		{"no-store", &sources.Representation{Status: 200, Body: []byte(`{"degraded":true}`), NoStore: true}},
+		{"status 500", &sources.Representation{Status: 500, Body: []byte(`{}`)}},
+		{"status 0", &sources.Representation{Body: []byte(`{}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return tc.rep, nil })
+			q := list(t, "items")
+			for range 2 {
+				rep := e.load(t, q)
+				if want := fmt.Sprintf("prodapi; fwd=miss; fwd-status=%d", tc.rep.Status); rep.CacheStatus != want || rep.Outcome != OutcomeMiss {
+					t.Errorf("Cache-Status %q, outcome %s; want %q, miss", rep.CacheStatus, rep.Outcome, want)
+				}
+				if string(rep.Body) != string(tc.rep.Body) {
+					t.Errorf("body %q, want %q", rep.Body, tc.rep.Body)
+				}
+			}
+			e.settle()
+			if got := e.be.count(q); got != 2 {
+				t.Errorf("loads = %d, want 2", got)
+			}
+			if keys := e.m.Keys(); len(keys) != 0 || e.c.local.len() != 0 {
+				t.Errorf("stored: Redis %q, %d in process", keys, e.c.local.len())
+			}
+		})
+	}
+}
+
+func TestNotFoundIsCachedBriefly(t *testing.T) {
+	e := newEnv(t)
+	q := detail(t, "items", "missing")
+	want := []seen{
+		{404, OutcomeMiss, "prodapi; fwd=miss; fwd-status=404; stored; ttl=5", ""},
+		{404, OutcomeHit, "prodapi; hit; ttl=5", ""},
+		{404, OutcomeHit, "prodapi; hit; ttl=1", ""},
+		// No stale window for 404s: reloaded at once.
+		{404, OutcomeMiss, "prodapi; fwd=miss; fwd-status=404; stored; ttl=5", ""},
+	}
+	var got []seen
+	for _, step := range []time.Duration{0, 0, 4 * time.Second, 2 * time.Second} {
+		e.advance(step)
+		got = append(got, see(t, e.load(t, q)))
+		e.settle()
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := e.be.count(q); got != 2 {
+		t.Errorf("loads = %d, want 2", got)
+	}
+}
+
+func TestNotFoundWithoutTTLIsNotStored(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) { o.NotFoundTTL = 0 }))
+	q := detail(t, "items", "missing")
+	e.load(t, q)
+	e.load(t, q)
+	if got := e.be.count(q); got != 2 {
+		t.Errorf("loads = %d, want 2", got)
+	}
+}
+
+func TestEquivalentQueriesShareAnEntry(t *testing.T) {
+	e := newEnv(t)
+	a := list(t, "items", "q", "election", "sort", `[["_updated",-1]]`)
+	b := list(t, "items", "sort", `[["_updated",-1]]`, "q", "election")
+	e.load(t, a)
+	if rep := e.load(t, b); rep.Outcome != OutcomeHit {
+		t.Errorf("reordered parameters: %s, want hit", rep.Outcome)
+	}
+	// The same query on another resource is another entry.
+	c := list(t, "planning", "q", "election", "sort", `[["_updated",-1]]`)
+	if rep := e.load(t, c); rep.Outcome != OutcomeMiss {
+		t.Errorf("another resource: %s, want miss", rep.Outcome)
+	}
+	e.settle()
+	if keys := e.m.Keys(); len(keys) != 2 {
+		t.Errorf("Redis keys %q, want 2", keys)
+	}
+	if got := e.be.total(); got != 2 {
+		t.Errorf("loads = %d, want 2", got)
+	}
+}
+
+func TestBypass(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) {
+		o.TTL = func(res string, detail bool) time.Duration {
+			if res == "users" {
+				return 0
+			}
+			return time.Minute
+		}
+	}))
+	q := list(t, "users")
+	for range 2 {
+		rep := e.load(t, q)
+		if rep.Outcome != OutcomeBypass || rep.CacheStatus != "prodapi; fwd=bypass" {
+			t.Errorf("outcome %s, Cache-Status %q", rep.Outcome, rep.CacheStatus)
+		}
+	}
+	if got := e.be.count(q); got != 2 {
+		t.Errorf("loads = %d, want 2", got)
+	}
+}
+
+func TestCacheStatusNeverCarriesTheKey(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items", "q", "secret-ish")
+	var statuses []string
+	statuses = append(statuses, e.load(t, q).CacheStatus, e.load(t, q).CacheStatus)
+	e.advance(15 * time.Second)
+	statuses = append(statuses, e.load(t, q).CacheStatus)
+	e.settle()
+	for _, s := range statuses {
+		if strings.Contains(s, "key") || strings.Contains(s, "prodapi:") || strings.Contains(s, "secret") {
+			t.Errorf("Cache-Status %q reveals the key", s)
+		}
+	}
+}
+
+func TestPanicInALoadIsAnError(t *testing.T) {
+	e := newEnv(t)
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { panic("renderer bug") })
+	q := list(t, "items")
+	if _, err := e.c.Load(context.Background(), q); !errors.Is(err, errPanic) {
+		t.Errorf("Load error = %v, want errPanic", err)
+	}
+	e.be.setHook(nil)
+	if rep := e.load(t, q); rep.Outcome != OutcomeMiss {
+		t.Errorf("after the panic: %s, want miss", rep.Outcome)
+	}
+}
+
+func TestPanicInARefreshIsContained(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	e.advance(15 * time.Second)
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { panic("renderer bug") })
+	if rep := e.load(t, q); rep.Outcome != OutcomeStale {
+		t.Errorf("outcome %s, want stale", rep.Outcome)
+	}
+	e.settle()
+	if got := e.load(t, q).CacheStatus; got != "prodapi; fwd=stale; fwd-status=500; ttl=-5" {
+		t.Errorf("Cache-Status %q", got)
+	}
+}
+
+func TestLoadTimeout(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) { o.LoadTimeout = 10 * time.Millisecond }))
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	_, err := e.c.Load(context.Background(), list(t, "items"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Load error = %v, want a deadline", err)
+	}
+}
+
+// joinCtx reports, once, that a request is waiting on it: Load selects
+// on Done only once it has joined a flight.
+type joinCtx struct {
+	context.Context
+	once   sync.Once
+	joined chan struct{}
+}
+
+func (c *joinCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.joined) })
+	return c.Context.Done()
+}
+
+func TestWaitersHonourTheirOwnContext(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			t.Error("the load was cancelled with its first caller")
+		}
+		return nil, nil
+	})
+
+	// The first caller starts the load, then gives up.
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error)
+	go func() {
+		_, err := e.c.Load(ctxA, q)
+		errA <- err
+	}()
+	<-entered
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: %v, want canceled", err)
+	}
+
+	// A second caller joins the same load, which goes on.
+	ctxB := &joinCtx{Context: context.Background(), joined: make(chan struct{})}
+	type result struct {
+		rep *sources.Representation
+		err error
+	}
+	resB := make(chan result)
+	go func() {
+		rep, err := e.c.Load(ctxB, q)
+		resB <- result{rep, err}
+	}()
+	<-ctxB.joined
+	// A third caller with a deadline that passes gives up alone.
+	ctxC, cancelC := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancelC()
+	if _, err := e.c.Load(ctxC, q); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third caller: %v, want a deadline", err)
+	}
+	close(release)
+	r := <-resB
+	if r.err != nil {
+		t.Fatalf("second caller: %v", r.err)
+	}
+	if r.rep.Outcome != OutcomeCollapsed || !strings.Contains(r.rep.CacheStatus, "; collapsed") {
+		t.Errorf("second caller: %s, %q; want collapsed", r.rep.Outcome, r.rep.CacheStatus)
+	}
+	if got := e.be.count(q); got != 1 {
+		t.Errorf("loads = %d, want 1", got)
+	}
+}
+
+func TestStampede(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		keys, per   int
+		opts        []envOption
+		wantPerKey  int
+		wantOutcome []string
+	}{
+		{name: "one cold key, redis", keys: 1, per: 500},
+		{name: "one cold key, in process", keys: 1, per: 500, opts: []envOption{withoutRedis()}},
+		{name: "10 keys x 100, redis", keys: 10, per: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.opts...)
+			release := make(chan struct{})
+			e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
+				<-release // a slow backend
+				return nil, nil
+			})
+			var queries []*sources.Query
+			for k := range tc.keys {
+				queries = append(queries, detail(t, "items", fmt.Sprintf("item-%d", k)))
+			}
+			var started, done sync.WaitGroup
+			outcomes := make(chan string, tc.keys*tc.per)
+			for _, q := range queries {
+				for range tc.per {
+					started.Add(1)
+					done.Add(1)
+					go func() {
+						defer done.Done()
+						started.Done()
+						rep, err := e.c.Load(context.Background(), q)
+						if err != nil {
+							t.Errorf("Load: %v", err)
+							return
+						}
+						outcomes <- rep.Outcome
+					}()
+				}
+			}
+			started.Wait()
+			close(release)
+			done.Wait()
+			close(outcomes)
+
+			for _, q := range queries {
+				if got := e.be.count(q); got != 1 {
+					t.Errorf("loads of %s = %d, want 1", q.ID, got)
+				}
+			}
+			counts := map[string]int{}
+			for o := range outcomes {
+				counts[o]++
+			}
+			if counts[OutcomeMiss] != tc.keys || counts[OutcomeMiss]+counts[OutcomeCollapsed]+counts[OutcomeHit] != tc.keys*tc.per {
+				t.Errorf("outcomes %v, want %d misses and the rest collapsed or hits", counts, tc.keys)
+			}
+		})
+	}
+}
+
+func TestCorruptValuesAreMisses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, e *env, key string)
+	}{
+		{"garbage", func(t *testing.T, e *env, key string) { e.m.Set(key, "garbage") }},
+		{"truncated", func(t *testing.T, e *env, key string) {
+			v, _ := e.m.Get(key)
+			e.m.Set(key, v[:len(v)-1])
+		}},
+		{"bit flip", func(t *testing.T, e *env, key string) {
+			v := []byte(mustGet(e, key))
+			v[len(v)/2] ^= 1
+			e.m.Set(key, string(v))
+		}},
+		{"another key's value", func(t *testing.T, e *env, key string) {
+			other := Key(detail(t, "items", "other"))
+			e.m.Set(key, mustGet(e, other))
+		}},
+		{"a list", func(t *testing.T, e *env, key string) {
+			e.m.Del(key)
+			e.m.Lpush(key, "x")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			q := detail(t, "items", "i1")
+			e.load(t, q)
+			e.load(t, detail(t, "items", "other"))
+			e.settle()
+			tc.spoil(t, e, Key(q))
+
+			other := e.newCache() // a replica without the in-process copy
+			defer closeCache(t, other)
+			rep, err := other.Load(context.Background(), q)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if rep.Outcome != OutcomeMiss {
+				t.Errorf("outcome %s, want miss", rep.Outcome)
+			}
+			other.pending.Wait()
+			if got := e.metrics.Counter("prodapi_cache_corrupt_values_total", "").Value(); got != 1 {
+				t.Errorf("corrupt values counted = %d, want 1", got)
+			}
+			// Deleted, then replaced by the reload, in that order.
+			if _, err := decode(Key(q), []byte(mustGet(e, Key(q)))); err != nil {
+				t.Errorf("value after the reload: %v", err)
+			}
+		})
+	}
+}
+
+func mustGet(e *env, key string) string {
+	v, err := e.m.Get(key)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestRedisDown(t *testing.T) {
+	e := newEnv(t)
+	warm := list(t, "items")
+	e.load(t, warm)
+	e.settle()
+	e.m.Close()
+
+	// Past the in-process lifetime, still fresh: the copy here answers.
+	e.advance(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		for _, q := range []*sources.Query{warm, detail(t, "items", fmt.Sprintf("cold-%d", i%5))} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := e.c.Load(context.Background(), q); err != nil {
+					t.Errorf("Load while Redis is down: %v", err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	e.settle()
+	if got := e.be.count(warm); got != 1 {
+		t.Errorf("loads of the warm key = %d, want 1", got)
+	}
+	for i := range 5 {
+		if got := e.be.count(detail(t, "items", fmt.Sprintf("cold-%d", i))); got != 1 {
+			t.Errorf("loads of cold-%d = %d, want 1", i, got)
+		}
+	}
+	if got := e.c.breaker.current(); got != open {
+		t.Errorf("breaker %v, want open", got)
+	}
+	if got := e.metrics.Gauge("prodapi_cache_redis_breaker_state", "").Value(); got != 1 {
+		t.Errorf("breaker gauge %v, want 1", got)
+	}
+	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "").Sum(); got == 0 {
+		t.Error("no Redis errors counted")
+	}
+
+	// Redis comes back: after the cool-down a probe closes the breaker
+	// and writes resume.
+	if err := e.m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(breakerCooldown)
+	q := detail(t, "items", "after")
+	e.load(t, q)
+	e.settle()
+	if got := e.c.breaker.current(); got != closed {
+		t.Errorf("breaker %v after Redis came back, want closed", got)
+	}
+	if !e.m.Exists(Key(q)) {
+		t.Error("no write after Redis came back")
+	}
+}
+
+func TestRedisWriteErrorsDoNotStopReads(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	// Writes fail with a reply error (as with maxmemory and noeviction);
+	// the breaker stays closed.
+	e.m.SetError("OOM command not allowed when used memory > 'maxmemory'")
+	for i := range 2 * breakerThreshold {
+		e.load(t, detail(t, "items", fmt.Sprintf("i%d", i)))
+	}
+	e.settle()
+	e.m.SetError("")
+	if got := e.c.breaker.current(); got != closed {
+		t.Errorf("breaker %v, want closed", got)
+	}
+	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "").Value("set"); got == 0 {
+		t.Error("no write errors counted")
+	}
+}
+
+func TestCloseDrainsWritesAndStopsRefreshes(t *testing.T) {
+	e := newEnv(t)
+	stale := list(t, "items")
+	e.load(t, stale)
+	e.settle()
+	e.advance(15 * time.Second)
+
+	// A refresh that would run until its context ends.
+	entered := make(chan struct{})
+	e.be.setHook(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+		if q.ID == "" {
+			close(entered)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	})
+	e.load(t, stale)
+	<-entered
+	var queries []*sources.Query
+	for i := range 100 {
+		q := detail(t, "items", fmt.Sprintf("i%d", i))
+		queries = append(queries, q)
+		e.load(t, q)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, q := range queries {
+		if !e.m.Exists(Key(q)) {
+			t.Errorf("%s not written before Close returned", Key(q))
+		}
+	}
+	// Loads after Close still answer.
+	if rep := e.load(t, detail(t, "items", "late")); rep.Outcome != OutcomeMiss {
+		t.Errorf("after Close: %s", rep.Outcome)
+	}
+}
+
+func TestInProcessTierIsBounded(t *testing.T) {
+	e := newEnv(t, withoutRedis(), withOptions(func(o *Options) { o.LocalBytes = 16 << 10 }))
+	for i := range 50 {
+		e.load(t, detail(t, "items", fmt.Sprintf("i%d", i)))
+	}
+	if got := e.metrics.Gauge("prodapi_cache_local_bytes", "").Value(); got > 16<<10 || got == 0 {
+		t.Errorf("local bytes %v, want within (0, 16 KiB]", got)
+	}
+	if got := e.metrics.Counter("prodapi_cache_local_evictions_total", "").Value(); got == 0 {
+		t.Error("no evictions counted")
+	}
+}
+
+func TestMetricsExposition(t *testing.T) {
+	e := newEnv(t)
+	e.load(t, list(t, "items"))
+	e.load(t, list(t, "items"))
+	var b strings.Builder
+	if err := e.metrics.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`prodapi_cache_requests_total{resource="items",outcome="miss"} 1`,
+		`prodapi_cache_requests_total{resource="items",outcome="hit"} 1`,
+		`prodapi_cache_redis_breaker_state 0`,
+		`# TYPE prodapi_cache_local_bytes gauge`,
+		`# TYPE prodapi_cache_local_evictions_total counter`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

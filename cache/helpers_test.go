@@ -1,0 +1,268 @@
+package cache
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// A clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2024, 1, 15, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// A backend is a fake renderer: it answers every query with a body naming
+// the query and a version, counts its loads per cache key, and can be
+// told to fail, block or answer something else.
+type backend struct {
+	mu      sync.Mutex
+	loads   map[string]int
+	version int
+	size    int // body size; 0: 2 KiB
+
+	// hook, when set, runs before the answer is built; a non-nil
+	// representation or error from it is the answer.
+	hook func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+}
+
+func newBackend() *backend { return &backend{loads: map[string]int{}, version: 1} }
+
+func (b *backend) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	b.mu.Lock()
+	b.loads[Key(q)]++
+	hook, version, size := b.hook, b.version, b.size
+	b.mu.Unlock()
+	if hook != nil {
+		if rep, err := hook(ctx, q); rep != nil || err != nil {
+			return rep, err
+		}
+	}
+	if q.ID == "missing" {
+		return &sources.Representation{Status: 404, Body: []byte(`{"_status":"ERR"}`), Total: -1}, nil
+	}
+	return representation(body(q, version, cmpOr(size, 2048))), nil
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// setHook replaces the hook.
+func (b *backend) setHook(h func(ctx context.Context, q *sources.Query) (*sources.Representation, error)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hook = h
+}
+
+func (b *backend) setVersion(v int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.version = v
+}
+
+// count returns the loads of q so far.
+func (b *backend) count(q *sources.Query) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.loads[Key(q)]
+}
+
+func (b *backend) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, v := range b.loads {
+		n += v
+	}
+	return n
+}
+
+func body(q *sources.Query, version, size int) []byte {
+	b := fmt.Appendf(nil, `{"resource":%q,"id":%q,"page":%d,"v":%d,"pad":"`, q.Resource.Name, q.ID, q.Page, version)
+	for len(b) < size-2 {
+		b = append(b, "abcdefghij"[len(b)%10])
+	}
+	return append(b, `"}`...)
+}
+
+func representation(body []byte) *sources.Representation {
+	sum := sha256.Sum256(body)
+	return &sources.Representation{
+		Status:       200,
+		Body:         body,
+		ETag:         `"` + hex.EncodeToString(sum[:8]) + `"`,
+		Total:        3,
+		LastModified: time.Date(2024, 1, 10, 9, 0, 0, 0, time.UTC),
+	}
+}
+
+func resource(t testing.TB, name string) *sources.Resource {
+	t.Helper()
+	r, ok := sources.ResourceByName(name)
+	if !ok {
+		t.Fatalf("no resource %q", name)
+	}
+	return r
+}
+
+func list(t testing.TB, res string, params ...string) *sources.Query {
+	q := &sources.Query{Resource: resource(t, res), Page: 1, MaxResults: 25}
+	for i := 0; i+1 < len(params); i += 2 {
+		q.Params = append(q.Params, sources.Param{Name: params[i], Value: params[i+1]})
+	}
+	return q
+}
+
+func detail(t testing.TB, res, id string) *sources.Query {
+	return &sources.Query{Resource: resource(t, res), ID: id, Page: 1, MaxResults: 25}
+}
+
+// plain returns the uncompressed body of rep.
+func plain(t testing.TB, rep *sources.Representation) []byte {
+	t.Helper()
+	if rep.Body != nil {
+		return rep.Body
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(rep.Gzip))
+	if err != nil {
+		t.Fatalf("gzip: %v", err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("gzip: %v", err)
+	}
+	return b
+}
+
+// version returns the "v" the body of rep was built with.
+func version(t testing.TB, rep *sources.Representation) string {
+	t.Helper()
+	b := string(plain(t, rep))
+	_, rest, ok := strings.Cut(b, `"v":`)
+	if !ok {
+		t.Fatalf("body without a version: %.60s", b)
+	}
+	v, _, _ := strings.Cut(rest, ",")
+	return v
+}
+
+// An env is a cache over a fake backend, with Redis (miniredis) or
+// without, and a clock both follow.
+type env struct {
+	c       *Cache
+	be      *backend
+	clock   *clock
+	m       *miniredis.Miniredis // nil without Redis
+	rdb     *redis.Client
+	metrics *sources.Metrics
+	opts    Options
+}
+
+type envOption func(*env)
+
+func withoutRedis() envOption { return func(e *env) { e.m = nil } }
+
+func withOptions(f func(*Options)) envOption { return func(e *env) { f(&e.opts) } }
+
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e.m = miniredis.RunT(t)
+	e.opts = Options{
+		Stale:       time.Minute,
+		NotFoundTTL: 5 * time.Second,
+		Metrics:     e.metrics,
+		Now:         e.clock.Now,
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.m != nil {
+		e.rdb = newClient(e.m.Addr())
+		t.Cleanup(func() { e.rdb.Close() })
+	}
+	e.c = e.newCache()
+	t.Cleanup(func() { closeCache(t, e.c) })
+	return e
+}
+
+// newCache returns another cache on the same backend, Redis and clock: a
+// second replica. The caller closes it.
+func (e *env) newCache() *Cache {
+	if e.rdb != nil {
+		return New(e.rdb, e.be, e.opts)
+	}
+	return New(nil, e.be, e.opts)
+}
+
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DisableIdentity:       true,
+	})
+}
+
+// advance moves the clock and Redis' TTLs on together.
+func (e *env) advance(d time.Duration) {
+	e.clock.Advance(d)
+	if e.m != nil {
+		e.m.FastForward(d)
+	}
+}
+
+// settle waits for background refreshes, then for queued writes.
+func (e *env) settle() {
+	e.c.refreshes.Wait()
+	e.c.pending.Wait()
+}
+
+func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {
+	t.Helper()
+	rep, err := e.c.Load(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", Key(q), err)
+	}
+	return rep
+}
+
+func closeCache(t testing.TB, c *Cache) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
