@@ -50,9 +50,10 @@
 //
 // SigV4 query-signed, path-style when OBJSTORE_ENDPOINT_URL is set
 // (http://minio:9000/<bucket>/<key>?X-Amz-...), signed at Options.Now and
-// valid for Options.URLLifetime (default 15 minutes, at most 7 days);
-// Asset.Expires is when it stops working, and a cache must keep the
-// redirect for less than that (config refuses PRODAPI_CACHE_TTL_ASSETS ≥
+// valid for Options.URLLifetime (default 15 minutes, at most 7 days), or
+// until the signing credentials expire when they are temporary (a role,
+// web identity), whichever comes first. Asset.Expires is when it stops
+// working, and a cache must keep the redirect for less than that (config refuses PRODAPI_CACHE_TTL_ASSETS ≥
 // PRODAPI_ASSET_URL_LIFETIME). Only the host header is signed, so any
 // client can follow it. Objects whose type is not image/* (SVG excepted),
 // audio/* or video/* are presigned with response-content-disposition

@@ -155,8 +155,27 @@ func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, erro
 	}
 	a.Redirect = req.URL
 	a.Expires = signedAt.Add(s.opts.URLLifetime)
+	if exp, ok := s.credentialsExpiry(cctx); ok && exp.Before(a.Expires) {
+		// Temporary credentials (a role, web identity): the URL dies
+		// with the session that signed it.
+		a.Expires = exp
+	}
 	s.opts.Logger.DebugContext(ctx, "presigned asset", "key", key, "expires", a.Expires)
 	return a, nil
+}
+
+// credentialsExpiry is when the credentials the URL was just signed with
+// expire, if they do. The SDK caches them, so this makes no request.
+func (s *Store) credentialsExpiry(ctx context.Context) (time.Time, bool) {
+	p := s.client.Options().Credentials
+	if p == nil {
+		return time.Time{}, false
+	}
+	c, err := p.Retrieve(ctx)
+	if err != nil || !c.CanExpire {
+		return time.Time{}, false
+	}
+	return c.Expires, true
 }
 
 // checkBucket tells a missing object (nil) from a missing bucket, which

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -213,6 +215,35 @@ func TestAssetURLExpires(t *testing.T) {
 				if status, _, body := fetch(t, a.Redirect); status != step.want {
 					t.Errorf("GET at %v: %d %s, want %d", step.at, status, body, step.want)
 				}
+			}
+		})
+	}
+}
+
+func TestAssetExpiresWithCredentials(t *testing.T) {
+	clock := newTestClock(t0)
+	fake := newFakeS3(t, clock)
+	fake.put(t, "20240115120112/photo.jpg", "image/jpeg", uploaded, []byte("jpeg"), nil)
+	for _, tc := range []struct {
+		name      string
+		credsLife time.Duration
+		want      time.Time
+	}{
+		{"session outlives the URL", time.Hour, t0.Add(DefaultURLLifetime)},
+		{"session ends first", 5 * time.Minute, t0.Add(5 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			creds := aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+				return aws.Credentials{AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey,
+					CanExpire: true, Expires: t0.Add(tc.credsLife)}, nil
+			})
+			client := s3.New(s3.Options{Region: testRegion, Credentials: creds, BaseEndpoint: aws.String(fake.srv.URL), UsePathStyle: true})
+			a, err := New(client, Options{Bucket: testBucket, Now: clock.Now}).Asset(context.Background(), "20240115120112/photo.jpg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.Expires.Equal(tc.want) {
+				t.Errorf("Expires %v, want %v", a.Expires, tc.want)
 			}
 		})
 	}
