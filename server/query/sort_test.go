@@ -24,9 +24,9 @@ func TestSortDocumentLists(t *testing.T) {
 		{"desks", `-name,_id`, keys("name", true, "_id", false), `[["name",-1],["_id",1]]`},
 		{"desks", ` - name , _id `, keys("name", true, "_id", false), `[["name",-1],["_id",1]]`},
 		{"desks", `dates.start`, keys("dates.start", false), `[["dates.start",1]]`},
-		{"desks", `name`, keys("name", false), ""},                 // the default: elided
-		{"desks", `[("name", 1)]`, keys("name", false), ""},        // the default: elided
-		{"desks", `[]`, keys("name", false), ""},                   // empty: the default
+		{"desks", `name`, keys("name", false), ""},                          // the default: elided
+		{"desks", `[("name", 1)]`, keys("name", false), ""},                 // the default: elided
+		{"desks", `[]`, keys("name", false), ""},                            // empty: the default
 		{"users", `-_updated`, keys("_updated", true), `[["_updated",-1]]`}, // queryable timestamp
 		{"events_history", `_updated`, keys("_updated", false), `[["_updated",1]]`},
 		{"events_history", `-_updated`, keys("_updated", true), ""},
