@@ -106,12 +106,12 @@ func New(colls map[string][]*sources.Doc) (*Server, error) {
 		return nil, fmt.Errorf("mongotest: %w", err)
 	}
 	s := &Server{
-		addr:    ln.Addr().String(),
-		conns:   map[net.Conn]bool{},
-		colls:   map[string][]record{},
-		cursors: map[int64]*cursor{},
+		addr:     ln.Addr().String(),
+		conns:    map[net.Conn]bool{},
+		colls:    map[string][]record{},
+		cursors:  map[int64]*cursor{},
 		received: make(chan struct{}),
-		done:    make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	for name, docs := range colls {
 		if err := s.Insert(name, docs...); err != nil {
