@@ -106,7 +106,7 @@ func javaLayout(f string) ([]dateLayout, error) {
 		return []dateLayout{{layout: f}}, nil
 	case "strict_date_optional_time", "date_optional_time", "strict_date_optional_time_nanos",
 		"date_time", "strict_date_time", "date_time_no_millis", "strict_date_time_no_millis":
-		return nil, nil // the default ISO forms
+		return defaultLayouts, nil
 	case "date", "strict_date", "yyyy-MM-dd":
 		return []dateLayout{{layout: "2006-01-02", hasMonth: true, hasDay: true}}, nil
 	case "basic_date":
