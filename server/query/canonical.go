@@ -11,6 +11,9 @@ import (
 // sort, then the rest by name. Each was validated and re-encoded when it
 // was read; defaults and empty values were not kept.
 func (p *parser) params() []sources.Param {
+	if p.where == "" && p.sort == "" && len(p.rest) == 0 {
+		return nil
+	}
 	out := make([]sources.Param, 0, 2+len(p.rest))
 	if p.where != "" {
 		out = append(out, sources.Param{Name: "where", Value: p.where})

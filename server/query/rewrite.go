@@ -72,12 +72,18 @@ func (w *walker) unknown(key, what string) error {
 	return w.errf("unsupported %s %s", what, quote(key))
 }
 
-// field validates a field name used in the DSL; eve-elastic renamed
-// _type to _resource wherever it was a key.
-func (w *walker) field(name string) (string, error) {
+// fieldKey validates a field name used as a key in the DSL (term, range,
+// sort...): eve-elastic's fix_query renamed the key _type to _resource.
+func (w *walker) fieldKey(name string) (string, error) {
 	if name == "_type" {
 		name = "_resource"
 	}
+	return w.field(name)
+}
+
+// field validates a field name used as a value (exists, nested path,
+// aggregation field).
+func (w *walker) field(name string) (string, error) {
 	if refused[name] && name != "highlight" {
 		// {"term": {"script": ...}} would be a field named script to ES,
 		// but nobody means that; highlight is a real item field.
@@ -548,7 +554,7 @@ func (w *walker) oneField(v any, what string) (string, any, error) {
 		return "", nil, w.errf("%s takes exactly one field", what)
 	}
 	f := d.Fields()[0]
-	name, err := w.field(f.Key)
+	name, err := w.fieldKey(f.Key)
 	return name, f.Value, err
 }
 
@@ -623,7 +629,7 @@ func (w *walker) terms(v any) (*sources.Doc, error) {
 		if f.Key == "_name" {
 			return nil, w.unknown(f.Key, "terms option")
 		}
-		name, err := w.field(f.Key)
+		name, err := w.fieldKey(f.Key)
 		if err != nil {
 			return nil, err
 		}

@@ -193,7 +193,7 @@ func (w *walker) sortEntry(name string, spec any) (*sources.Doc, error) {
 			return nil, w.unknown(name, "sort")
 		}
 		var err error
-		if name, err = w.field(name); err != nil {
+		if name, err = w.fieldKey(name); err != nil {
 			return nil, err
 		}
 	}
