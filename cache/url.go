@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,23 @@ import (
 // until it comes back. Errors never repeat the URL, which may hold a
 // password.
 func NewRedis(rawURL string) (redis.UniversalClient, error) {
+	opts, err := redisOptions(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	switch o := opts.(type) {
+	case *redis.ClusterOptions:
+		return redis.NewClusterClient(o), nil
+	case *redis.FailoverOptions:
+		return redis.NewFailoverClient(o), nil
+	default:
+		return redis.NewClient(o.(*redis.Options)), nil
+	}
+}
+
+// redisOptions parses a REDIS_URL into go-redis options: *redis.Options,
+// *redis.ClusterOptions or *redis.FailoverOptions.
+func redisOptions(rawURL string) (any, error) {
 	u, err := splitURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("cache: REDIS_URL: %w", err)
@@ -32,16 +50,14 @@ func NewRedis(rawURL string) (redis.UniversalClient, error) {
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.MaintNotificationsConfig = noMaintNotifications()
-		return redis.NewClient(opts), nil
+		return opts, nil
 
 	case "redis+cluster", "rediss+cluster":
 		if strings.Trim(u.path, "/") != "" {
 			return nil, errors.New("cache: REDIS_URL: a cluster has no database number")
 		}
 		q := u.query
-		for _, h := range u.hosts[1:] {
-			q.Add("addr", h)
-		}
+		q["addr"] = append(slices.Clone(u.hosts[1:]), q["addr"]...)
 		scheme := strings.TrimSuffix(u.scheme, "+cluster")
 		opts, err := redis.ParseClusterURL(u.rebuild(scheme, u.user, u.hosts[0], "", q))
 		if err != nil {
@@ -49,7 +65,7 @@ func NewRedis(rawURL string) (redis.UniversalClient, error) {
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.MaintNotificationsConfig = noMaintNotifications()
-		return redis.NewClusterClient(opts), nil
+		return opts, nil
 
 	case "redis-sentinel", "rediss-sentinel":
 		// /mastername[/db]
@@ -90,7 +106,7 @@ func NewRedis(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
-		return redis.NewFailoverClient(opts), nil
+		return opts, nil
 
 	default:
 		return nil, errors.New("cache: REDIS_URL: the scheme must be redis, rediss, redis+cluster, rediss+cluster, redis-sentinel or rediss-sentinel")

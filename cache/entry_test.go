@@ -1,0 +1,97 @@
+package cache
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var allFields = cmp.AllowUnexported(entry{})
+
+func sampleEntry() *entry {
+	return &entry{
+		status:       200,
+		gzip:         true,
+		body:         []byte("\x1f\x8b compressed bytes"),
+		etag:         `"abc123"`,
+		total:        42,
+		lastModified: time.Date(2024, 1, 10, 9, 0, 0, 0, time.UTC),
+		storedAt:     time.Date(2024, 1, 15, 12, 0, 0, 123, time.UTC),
+		fresh:        10 * time.Second,
+		stale:        15 * time.Minute,
+	}
+}
+
+func TestEncodeDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    *entry
+	}{
+		{"list", sampleEntry()},
+		{"detail 404, no last modified", &entry{status: 404, body: []byte(`{}`), etag: `"x"`, total: -1,
+			storedAt: time.Unix(1700000000, 0), fresh: 5 * time.Second}},
+		{"empty body", &entry{status: 200, etag: `"e"`, storedAt: time.Unix(1, 0), fresh: time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decode("k", encode("k", tc.e))
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			// Times come back in local time; compare instants.
+			want := *tc.e
+			want.storedAt, got.storedAt = want.storedAt.UTC(), got.storedAt.UTC()
+			if !want.lastModified.IsZero() {
+				want.lastModified, got.lastModified = want.lastModified.UTC(), got.lastModified.UTC()
+			}
+			if want.body == nil {
+				want.body = []byte{}
+			}
+			if diff := cmp.Diff(&want, got, allFields); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeRefusesEveryCorruption(t *testing.T) {
+	good := encode("k", sampleEntry())
+	for i := range good {
+		for _, bit := range []byte{1, 0x80} {
+			b := bytes.Clone(good)
+			b[i] ^= bit
+			if _, err := decode("k", b); err == nil {
+				t.Errorf("byte %d ^ %#x decoded", i, bit)
+			}
+		}
+	}
+	for n := range len(good) {
+		if _, err := decode("k", good[:n]); err == nil {
+			t.Errorf("%d of %d bytes decoded", n, len(good))
+		}
+	}
+	if _, err := decode("k", append(bytes.Clone(good), 0)); err == nil {
+		t.Error("a trailing byte decoded")
+	}
+	if _, err := decode("other", good); err == nil {
+		t.Error("the value of another key decoded")
+	}
+}
+
+// FuzzDecode: whatever Redis holds, decoding never panics, and what
+// decodes re-encodes to the same bytes.
+func FuzzDecode(f *testing.F) {
+	f.Add(encode("k", sampleEntry()))
+	f.Add([]byte("garbage"))
+	f.Add([]byte(valueMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decode("k", b)
+		if err != nil {
+			return
+		}
+		if again := encode("k", e); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs:\n%x\n%x", b, again)
+		}
+	})
+}

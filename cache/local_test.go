@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+func localEntry(n int, now time.Time) *entry {
+	return &entry{status: 200, body: make([]byte, n), storedAt: now, fresh: time.Minute, stale: time.Minute}
+}
+
+func TestLocalEvictsLeastRecentlyUsed(t *testing.T) {
+	m := newMetrics(sources.NewMetrics())
+	now := time.Unix(1000, 0)
+	one := localEntry(1000, now)
+	size := one.size() + int64(len("k0")) + 100
+	l := newLocal(4*size, m) // room for four
+	for i := range 4 {
+		l.put(fmt.Sprintf("k%d", i), localEntry(1000, now), now.Add(time.Second))
+	}
+	// k0 is read, so k1 is the first without a second chance.
+	if l.get("k0", now) == nil {
+		t.Fatal("k0 missing")
+	}
+	l.put("k4", localEntry(1000, now), now.Add(time.Second))
+	for key, want := range map[string]bool{"k0": true, "k1": false, "k2": true, "k3": true, "k4": true} {
+		if got := l.get(key, now) != nil; got != want {
+			t.Errorf("%s kept = %t, want %t", key, got, want)
+		}
+	}
+	if got := m.localEvictions.Value(); got != 1 {
+		t.Errorf("evictions = %d, want 1", got)
+	}
+	if got := m.localBytes.Value(); got != float64(4*size) {
+		t.Errorf("bytes = %v, want %d", got, 4*size)
+	}
+}
+
+func TestLocalRefusesWhatCannotFit(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newLocal(2048, nil)
+	l.put("small", localEntry(10, now), now.Add(time.Second))
+	l.put("huge", localEntry(4096, now), now.Add(time.Second))
+	if l.get("huge", now) != nil || l.get("small", now) == nil {
+		t.Error("a too large entry was kept, or pushed out what fitted")
+	}
+}
+
+func TestLocalDropsEntriesPastTheirStaleWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newLocal(1<<20, nil)
+	l.put("k", localEntry(10, now), now.Add(time.Second))
+	if l.get("k", now.Add(119*time.Second)) == nil {
+		t.Error("entry gone within its stale window")
+	}
+	if l.get("k", now.Add(120*time.Second)) != nil {
+		t.Error("entry served past its stale window")
+	}
+}
+
+func TestLocalOff(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newLocal(-1, nil)
+	l.put("k", localEntry(10, now), now.Add(time.Second))
+	if l.get("k", now) != nil {
+		t.Error("a disabled tier kept an entry")
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	clk := newClock()
+	g := newMetrics(sources.NewMetrics()).breakerState
+	b := breaker{now: clk.Now, gauge: g}
+	b.set(closed)
+	fail := func(n int) {
+		for range n {
+			if b.allow() {
+				b.done(false)
+			}
+		}
+	}
+	type state struct {
+		s     breakerState
+		gauge float64
+		allow bool
+	}
+	check := func(step string, want state) {
+		t.Helper()
+		got := state{b.current(), g.Value(), false}
+		got.allow = b.allow()
+		if got != want {
+			t.Errorf("%s: got %+v, want %+v", step, got, want)
+		}
+	}
+
+	fail(breakerThreshold - 1)
+	b.allow()
+	b.done(true) // a success resets the count
+	fail(breakerThreshold - 1)
+	check("after 4 failures", state{closed, 0, true})
+	b.done(false) // the fifth
+	check("after 5 failures", state{open, 1, false})
+
+	clk.Advance(breakerCooldown)
+	check("after the cool-down", state{open, 1, true}) // this allow is the probe
+	if b.allow() {
+		t.Error("a second call allowed while the probe is out")
+	}
+	b.done(false)
+	check("failed probe", state{open, 1, false})
+
+	clk.Advance(breakerCooldown)
+	if !b.allow() {
+		t.Fatal("no probe after the second cool-down")
+	}
+	if g.Value() != 0.5 {
+		t.Errorf("gauge %v while probing, want 0.5", g.Value())
+	}
+	b.done(true)
+	check("successful probe", state{closed, 0, true})
+}
