@@ -56,6 +56,7 @@ type want struct {
 
 func check(t *testing.T, q *sources.Query, w want) {
 	t.Helper()
+	checkInvariants(t, q)
 	if got := js(q.Where); got != w.where {
 		t.Errorf("Where:\n got %s\nwant %s", got, w.where)
 	}

@@ -116,8 +116,9 @@ func (p *parser) parse() error {
 			return err
 		}
 	}
-	p.q.Params = p.params()
-	return nil
+	var err error
+	p.q.Params, err = p.params()
+	return err
 }
 
 // parseEmbedded checks Eve's embedded parameter: a JSON object, otherwise
