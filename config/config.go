@@ -357,32 +357,42 @@ func (c Config) LogValue() slog.Value {
 		slog.String("media_prefix", c.MediaPrefix),
 		slog.Bool("auth_enabled", c.AuthEnabled),
 		slog.String("auth_secret", c.Secret.String()),
-		slog.Duration("auth_leeway", c.AuthLeeway),
+		dur("auth_leeway", c.AuthLeeway),
 		slog.String("audience", c.Audience),
 		slog.Bool("debug", c.Debug),
 		slog.String("sandbox", c.Sandbox),
-		slog.Duration("sandbox_latency", c.SandboxLatency),
+		dur("sandbox_latency", c.SandboxLatency),
 		slog.String("mongo_uri", c.MongoURI.String()),
 		slog.Uint64("mongo_max_pool", c.MongoMaxPool),
 		slog.String("elasticsearch_url", c.ElasticURL.String()),
 		slog.String("elasticsearch_index", c.ElasticIndex),
-		slog.Duration("backend_timeout", c.BackendTimeout),
+		dur("backend_timeout", c.BackendTimeout),
 		slog.String("objstore_container", c.ObjStore.Container),
 		slog.String("objstore_region", c.ObjStore.Region),
 		slog.String("objstore_endpoint", c.ObjStore.EndpointURL),
 		slog.String("objstore_subfolder", c.ObjStore.Subfolder),
 		slog.String("objstore_access_key_id", Secret(c.ObjStore.AccessKeyID).String()),
 		slog.String("objstore_secret_access_key", c.ObjStore.SecretAccessKey.String()),
-		slog.Duration("asset_url_lifetime", c.ObjStore.URLLifetime),
+		dur("asset_url_lifetime", c.ObjStore.URLLifetime),
 		slog.String("redis_url", c.Cache.RedisURL.String()),
-		slog.Duration("cache_list_ttl", c.Cache.ListTTL),
-		slog.Duration("cache_detail_ttl", c.Cache.DetailTTL),
-		slog.Any("cache_resource_ttl", c.Cache.ResourceTTL),
-		slog.Duration("cache_stale", c.Cache.Stale),
-		slog.Duration("cache_notfound_ttl", c.Cache.NotFoundTTL),
-		slog.Duration("cache_asset_ttl", c.Cache.AssetTTL),
+		dur("cache_list_ttl", c.Cache.ListTTL),
+		dur("cache_detail_ttl", c.Cache.DetailTTL),
+		slog.Any("cache_resource_ttl", durations(c.Cache.ResourceTTL)),
+		dur("cache_stale", c.Cache.Stale),
+		dur("cache_notfound_ttl", c.Cache.NotFoundTTL),
+		dur("cache_asset_ttl", c.Cache.AssetTTL),
 		slog.Int64("cache_local_bytes", c.Cache.LocalBytes),
-		slog.Duration("cache_local_ttl", c.Cache.LocalTTL),
-		slog.Duration("shutdown_grace", c.ShutdownGrace),
+		dur("cache_local_ttl", c.Cache.LocalTTL),
+		dur("shutdown_grace", c.ShutdownGrace),
 	)
+}
+
+func dur(key string, d time.Duration) slog.Attr { return slog.String(key, d.String()) }
+
+func durations(m map[string]time.Duration) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, d := range m {
+		out[k] = d.String()
+	}
+	return out
 }
