@@ -193,7 +193,7 @@ func (w mongoWhere) filter(d *sources.Doc, prefix string) (*sources.Doc, error) 
 		if msg := pathProblem(full); msg != "" {
 			return nil, badf("where: %s", msg)
 		}
-		if w.res.Hidden(full) {
+		if hiddenField(w.res, full) {
 			return nil, badf("where: field %s cannot be used", quote(full))
 		}
 		v, err := w.cond(full, f.Value)
@@ -248,7 +248,7 @@ func (w mongoWhere) literal(path string, v any) error {
 				return badf("where: field name contains NUL")
 			}
 			sub := path + "." + f.Key
-			if w.res.Hidden(sub) {
+			if hiddenField(w.res, sub) {
 				return badf("where: field %s cannot be used", quote(sub))
 			}
 			if err := w.literal(sub, f.Value); err != nil {
