@@ -185,6 +185,7 @@ type env struct {
 	clock   *clock
 	m       *miniredis.Miniredis // nil without Redis
 	rdb     *redis.Client
+	realRDB redis.UniversalClient // on a real redis-server
 	metrics *sources.Metrics
 	opts    Options
 }
@@ -231,6 +232,7 @@ func newClient(addr string) *redis.Client {
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
+		DialerRetries:         1,
 		DisableIdentity:       true,
 	})
 }

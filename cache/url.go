@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +50,7 @@ func redisOptions(rawURL string) (any, error) {
 			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.DialerRetries = dialerRetries(u.query)
 		opts.MaintNotificationsConfig = noMaintNotifications()
 		return opts, nil
 
@@ -64,6 +66,7 @@ func redisOptions(rawURL string) (any, error) {
 			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.DialerRetries = dialerRetries(u.query)
 		opts.MaintNotificationsConfig = noMaintNotifications()
 		return opts, nil
 
@@ -106,11 +109,23 @@ func redisOptions(rawURL string) (any, error) {
 			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
+		opts.DialerRetries = dialerRetries(u.query)
 		return opts, nil
 
 	default:
 		return nil, errors.New("cache: REDIS_URL: the scheme must be redis, rediss, redis+cluster, rediss+cluster, redis-sentinel or rediss-sentinel")
 	}
+}
+
+// dialerRetries is 1 unless the URL sets dialer_retries: go-redis's
+// default of 5 attempts, 100ms apart, would spend every call's whole
+// budget waiting on a Redis that refuses connections, where failing at
+// once lets the breaker see the outage sooner.
+func dialerRetries(q url.Values) int {
+	if n, err := strconv.Atoi(q.Get("dialer_retries")); err == nil {
+		return n
+	}
+	return 1
 }
 
 // noMaintNotifications turns off the handshake for Redis Enterprise

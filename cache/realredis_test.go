@@ -1,0 +1,287 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+const redisServerPath = "/usr/bin/redis-server"
+
+// A redisServer is a redis-server process this test started, on a free
+// loopback port, without persistence.
+type redisServer struct {
+	cmd  *exec.Cmd
+	port string
+	done chan struct{} // closed when the process has exited
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startRedis starts redis-server on port ("" for a free one) and waits
+// until it accepts connections. The test's cleanup kills it.
+func startRedis(t testing.TB, port string) *redisServer {
+	t.Helper()
+	if _, err := os.Stat(redisServerPath); err != nil {
+		t.Skipf("%s not found (apt-get install redis-server); CI installs it", redisServerPath)
+	}
+	if port == "" {
+		port = freePort(t)
+	}
+	cmd := exec.Command(redisServerPath, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "notice")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &redisServer{cmd: cmd, port: port, done: make(chan struct{})}
+	ready := make(chan struct{})
+	// Ends when the process closes its output, at exit.
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Ready to accept connections") {
+				close(ready)
+			}
+		}
+		cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.kill)
+	select {
+	case <-ready:
+	case <-s.done:
+		t.Fatalf("redis-server on port %s exited at start", port)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("redis-server on port %s not ready after 10s", port)
+	}
+	return s
+}
+
+func (s *redisServer) url() string { return "redis://127.0.0.1:" + s.port }
+
+// kill ends the process (SIGKILL, continuing it first if it was
+// stopped) and waits for it.
+func (s *redisServer) kill() {
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+func (s *redisServer) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// realEnv is an env on a real Redis.
+func realEnv(t *testing.T, srv *redisServer, opts ...envOption) *env {
+	t.Helper()
+	rdb, err := NewRedis(srv.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e.opts = Options{
+		Stale:        time.Minute,
+		NotFoundTTL:  5 * time.Second,
+		RedisTimeout: 20 * time.Millisecond,
+		Metrics:      e.metrics,
+		Now:          e.clock.Now,
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	e.c = New(rdb, e.be, e.opts)
+	t.Cleanup(func() { closeCache(t, e.c) })
+	e.realRDB = rdb
+	return e
+}
+
+func TestRealRedis(t *testing.T) {
+	srv := startRedis(t, "")
+	e := realEnv(t, srv)
+	ctx := context.Background()
+	q := list(t, "items", "q", "election")
+	if rep := e.load(t, q); rep.Outcome != OutcomeMiss {
+		t.Errorf("first load: %s", rep.Outcome)
+	}
+	e.settle()
+
+	ttl, err := e.realRDB.PTTL(ctx, Key(q)).Result()
+	if err != nil || ttl <= 0 || ttl > 10*time.Second+time.Minute {
+		t.Errorf("PTTL = %s, %v; want within (0, 70s]", ttl, err)
+	}
+
+	// Another replica: a hit from Redis, gzip and metadata only.
+	replica := New(e.realRDB, e.be, e.opts)
+	defer closeCache(t, replica)
+	rep, err := replica.Load(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != OutcomeHit || rep.Body != nil || rep.ETag != representation(body(q, 1, 2048)).ETag {
+		t.Errorf("replica: %s, Body %d bytes, ETag %s", rep.Outcome, len(rep.Body), rep.ETag)
+	}
+	if e.be.count(q) != 1 {
+		t.Errorf("loads = %d, want 1", e.be.count(q))
+	}
+
+	// A foreign value is a miss, deleted and replaced.
+	other := list(t, "items", "q", "sport")
+	if err := e.realRDB.Set(ctx, Key(other), "not ours", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.load(t, other); rep.Outcome != OutcomeMiss {
+		t.Errorf("foreign value: %s, want miss", rep.Outcome)
+	}
+	e.settle()
+	v, err := e.realRDB.Get(ctx, Key(other)).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decode(Key(other), v); err != nil {
+		t.Errorf("value after the reload: %v", err)
+	}
+}
+
+func TestRealRedisKilled(t *testing.T) {
+	srv := startRedis(t, "")
+	e := realEnv(t, srv)
+	var warm []*sources.Query
+	for i := range 5 {
+		q := detail(t, "items", fmt.Sprintf("warm-%d", i))
+		warm = append(warm, q)
+		e.load(t, q)
+	}
+	e.settle()
+
+	srv.kill()
+	e.advance(3 * time.Second) // past the in-process lifetime: every request asks Redis
+	loadAll := func(prefix string) {
+		t.Helper()
+		var wg sync.WaitGroup
+		failed := 0
+		var mu sync.Mutex
+		for i := range 200 {
+			q := warm[i%len(warm)]
+			if i%2 == 1 {
+				q = detail(t, "items", fmt.Sprintf("%s-%d", prefix, i%10))
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := e.c.Load(context.Background(), q); err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if failed != 0 {
+			t.Errorf("%d of 200 loads failed with Redis down", failed)
+		}
+	}
+	loadAll("cold")
+	e.settle()
+	for _, q := range warm {
+		if got := e.be.count(q); got != 1 {
+			t.Errorf("loads of %s = %d, want 1 (served from the in-process copy)", q.ID, got)
+		}
+	}
+	for i := 1; i < 10; i += 2 {
+		if got := e.be.count(detail(t, "items", fmt.Sprintf("cold-%d", i))); got != 1 {
+			t.Errorf("loads of cold-%d = %d, want 1", i, got)
+		}
+	}
+	if got := e.c.breaker.current(); got != open {
+		t.Errorf("breaker %v, want open", got)
+	}
+
+	// Redis comes back empty on the same port: a probe after a cool-down
+	// finds it, and the cache uses it again.
+	startRedis(t, srv.port)
+	untilBreakerCloses(t, e)
+	loadAll("again")
+	e.settle()
+	n, err := e.realRDB.DBSize(context.Background()).Result()
+	if err != nil || n == 0 {
+		t.Errorf("DBSIZE = %d, %v after Redis came back; want entries", n, err)
+	}
+}
+
+// untilBreakerCloses lets cool-downs pass until a probe closes the
+// breaker. go-redis keeps refusing to dial for up to a second after a
+// run of dial errors, so the first probes may fail; each costs one
+// RedisTimeout at most.
+func untilBreakerCloses(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; e.c.breaker.current() != closed; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker still %v after %d probes", e.c.breaker.current(), i)
+		}
+		e.advance(breakerCooldown)
+		e.load(t, detail(t, "items", fmt.Sprintf("probe-%d", i)))
+	}
+}
+
+func TestRealRedisHung(t *testing.T) {
+	srv := startRedis(t, "")
+	e := realEnv(t, srv)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+
+	srv.signal(t, syscall.SIGSTOP)
+	e.advance(3 * time.Second)
+	for i := range 20 {
+		rep, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("i%d", i)))
+		if err != nil || rep.Outcome != OutcomeMiss {
+			t.Fatalf("load %d with Redis hung: %v", i, err)
+		}
+		if rep, err := e.c.Load(context.Background(), q); err != nil || rep.Outcome != OutcomeHit {
+			t.Fatalf("warm load with Redis hung: %v", err)
+		}
+	}
+	if got := e.c.breaker.current(); got != open {
+		t.Errorf("breaker %v, want open", got)
+	}
+	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "").Sum(); got < breakerThreshold {
+		t.Errorf("Redis errors counted = %d, want at least %d", got, breakerThreshold)
+	}
+
+	srv.signal(t, syscall.SIGCONT)
+	untilBreakerCloses(t, e)
+	after := detail(t, "items", "after")
+	e.load(t, after)
+	e.settle()
+	if err := e.realRDB.Get(context.Background(), Key(after)).Err(); err != nil {
+		t.Errorf("no write after Redis resumed: %v", err)
+	}
+}
