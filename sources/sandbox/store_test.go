@@ -431,3 +431,39 @@ func TestNowOption(t *testing.T) {
 		t.Errorf("two days later (-got +want):\n%s", diff)
 	}
 }
+
+// The Store's analysis cache is shared by concurrent searches.
+func TestConcurrentSearch(t *testing.T) {
+	s, err := Sample(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := jdoc(t, `{"query": {"query_string": {"query": "river OR bridge OR marathon"}}, "sort": [{"_updated": {"order": "desc"}}], "size": 5}`)
+	want, err := s.Find(context.Background(), &sources.Query{Resource: itemsRes, Page: 1, MaxResults: 5, Search: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 4 {
+		wg.Add(1)
+		go func() { // ends after its searches
+			defer wg.Done()
+			for range 5 {
+				got, err := s.Find(context.Background(), &sources.Query{Resource: itemsRes, Page: 1, MaxResults: 5, Search: body})
+				if err == nil && !cmp.Equal(hitIDs(got.Docs), hitIDs(want.Docs)) {
+					err = errors.New("results differ")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
