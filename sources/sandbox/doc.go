@@ -19,6 +19,20 @@
 // treated as holding the name of their collection, as Superdesk's
 // indexer stores it.
 //
+// Assets are read into memory when the newsroom loads (the sandbox is for
+// small newsrooms), with their MD5. A media id finds the file of that
+// name under assets/ or, failing that, a file with the same name but
+// another extension ("<media>.png" finds "<media>.jpg", as GridFS's
+// get_by_filename ignored the extension). Files of the embedded sample
+// have no modification time: they carry the newest _updated of the
+// newsroom.
+//
+// Lookups on the document database match values with the Eve rule, an
+// ObjectID value like its hex string (so it also finds a string-stored
+// id, as the Mongo adapter does); lookups on the search index compare
+// the values' string forms with whole stored values (Superdesk maps the
+// linking fields as keywords), not with tokens.
+//
 // # MongoDB semantics (Match, SortDocs)
 //
 // Every operator of the where grammar: $and $or $nor, equality, $eq $ne

@@ -91,8 +91,8 @@ func (env *searchEnv) compileBody(body *sources.Doc) (*searchReq, error) {
 			return nil, err
 		}
 	}
-	if !sortSet {
-		r.sort = []sortSpec{{kind: sortScore, desc: true}}
+	if !sortSet || len(r.sort) == 0 {
+		r.sort = []sortSpec{{kind: sortScore, desc: true}} // ES's default
 	}
 	return r, nil
 }
