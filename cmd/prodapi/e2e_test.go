@@ -152,7 +152,7 @@ func TestQuickStart(t *testing.T) {
 	}
 	status, h, body := in.get(t, "/prodapi/v1/items", "Bearer "+m[1])
 	var list struct {
-		Items []map[string]any `json:"_items"`
+		Items []map[string]any    `json:"_items"`
 		Meta  struct{ Total int } `json:"_meta"`
 	}
 	if err := json.Unmarshal(body, &list); status != 200 || err != nil {
