@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
 // A Version is the Elasticsearch release the fake imitates.
@@ -43,12 +44,13 @@ func (v Version) Major() int {
 	return 8
 }
 
-// A SearchFunc evaluates a search body over the documents of an index: the
-// page of hits (after from and size, in sort order), the number of
-// matches, and the aggregations (nil when none were asked). An error
-// wrapping sources.ErrInvalid is answered as Elasticsearch answers a query
-// it cannot parse (400).
-type SearchFunc func(docs []*sources.Doc, body *sources.Doc, now time.Time) (hits []*sources.Doc, total int, aggs *sources.Doc, err error)
+// A SearchFunc evaluates a search body over the documents of an index,
+// as sandbox.Search does: the page of hits (after from and size, in sort
+// order, _source filtering applied, _id a string), the number of matches
+// (exact when the body's track_total_hits is true) and the aggregations.
+// An error wrapping sources.ErrInvalid is answered as Elasticsearch
+// answers a query it cannot run (400).
+type SearchFunc func(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sources.Result, error)
 
 // Options configure a fake.
 type Options struct {
@@ -60,7 +62,8 @@ type Options struct {
 	// collection is a key, even with no documents; others answer 404
 	// index_not_found_exception, as a fresh cluster does.
 	Docs map[string][]*sources.Doc
-	// Search evaluates queries; nil means the package's evaluator.
+	// Search evaluates queries; nil means sandbox.Search, the sandbox's
+	// Elasticsearch evaluator.
 	Search SearchFunc
 	// Now is the clock for date math; nil means time.Now.
 	Now func() time.Time
@@ -70,6 +73,9 @@ type Options struct {
 	// NoProductHeader leaves out X-Elastic-Product: what a proxy or
 	// another product answers; the v8 client refuses it.
 	NoProductHeader bool
+	// Addr is the address to listen on; empty means 127.0.0.1:0. Tests of
+	// recovery start a fake where a client already failed to connect.
+	Addr string
 }
 
 // A Request is one request the fake received, with its body decompressed.
@@ -89,6 +95,10 @@ type Reply struct {
 	// Hang holds the request until the client gives up (or the fake is
 	// closed): a server slower than any deadline.
 	Hang bool
+	// Held, when set, receives a value (if it has room) as the fake
+	// starts holding a Hang or Delay request, so a test can act while
+	// the request is in flight without sleeping.
+	Held chan<- struct{}
 	// Delay holds the request this long (or until the client gives up),
 	// then answers normally or with Status/Body.
 	Delay time.Duration
@@ -127,7 +137,7 @@ func New(t testing.TB, opts Options) *Server {
 		opts.Prefix = "superdesk"
 	}
 	if opts.Search == nil {
-		opts.Search = Evaluate
+		opts.Search = sandbox.Search
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -136,7 +146,16 @@ func New(t testing.TB, opts Options) *Server {
 	for c, docs := range opts.Docs {
 		s.indexes[opts.Prefix+"_"+c] = docs
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opts.Addr != "" {
+		l, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			t.Fatalf("estest: listen on %s: %v", opts.Addr, err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = l
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
 		close(s.stop)
@@ -229,12 +248,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, 400, "parse_exception", "request body is required", nil)
 		return
 	}
-	if status, typ, reason := s.checkMediaTypes(r); status != 0 {
-		s.writeError(w, r, status, typ, reason, nil)
+	if refusal := s.checkMediaTypes(r); refusal != nil {
+		s.write(w, r, 400, refusal)
 		return
 	}
 
 	reply, faulted := s.nextFault()
+	if reply.Held != nil && (reply.Hang || reply.Delay > 0) {
+		select {
+		case reply.Held <- struct{}{}:
+		default:
+		}
+	}
 	if reply.Hang {
 		select {
 		case <-r.Context().Done():
@@ -284,8 +309,10 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 // checkMediaTypes refuses versioned media types as the real servers do:
-// 8.x accepts compatible-with=7 or 8, 7.17 only 7.
-func (s *Server) checkMediaTypes(r *http.Request) (status int, typ, reason string) {
+// a server accepts compatible-with its own major or the one before (8.x:
+// 8 or 7, as its message says; 7.17: 7, the 6 in its message is our
+// guess), and answers anything else with 400 media_type_header_exception.
+func (s *Server) checkMediaTypes(r *http.Request) []byte {
 	major := s.opts.Version.Major()
 	for _, h := range []string{"Accept", "Content-Type"} {
 		v := r.Header.Get(h)
@@ -295,12 +322,13 @@ func (s *Server) checkMediaTypes(r *http.Request) (status int, typ, reason strin
 		}
 		var n int
 		fmt.Sscanf(after, "%d", &n)
-		if n != major && n != 7 {
-			return 400, "media_type_header_exception",
-				fmt.Sprintf("Invalid media-type value on headers [Accept, Content-Type]; %s version must be either version %d or 7, but found %d. %s=%s", h, major, n, h, v)
+		if n != major && n != major-1 {
+			return ErrorBody(400, "media_type_header_exception", "Invalid media-type value on headers [Accept, Content-Type]",
+				sources.D("caused_by", sources.D("type", "status_exception",
+					"reason", fmt.Sprintf("%s version must be either version %d or %d, but found %d. %s=%s", h, major, major-1, n, h, v))))
 		}
 	}
-	return 0, "", ""
+	return nil
 }
 
 func (s *Server) rootInfo() []byte {
@@ -368,7 +396,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, 
 func ErrorBody(status int, typ, reason string, extra *sources.Doc) []byte {
 	cause := sources.D("type", typ, "reason", reason)
 	for k, v := range extra.All() {
-		cause.Set(k, v)
+		if k != "caused_by" { // root causes are the innermost errors
+			cause.Set(k, v)
+		}
 	}
 	e := sources.D("root_cause", []any{cause.Clone()}, "type", typ, "reason", reason)
 	for k, v := range extra.All() {
@@ -396,18 +426,26 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 		}
 		req = d
 	}
-	hits, total, aggs, err := s.opts.Search(docs, req, s.opts.Now())
+	// Evaluate with an exact count; track_total_hits is applied when
+	// rendering, so the response can say "gte" as Elasticsearch does.
+	exact := req.Clone()
+	if exact == nil {
+		exact = sources.NewDoc()
+	}
+	exact.Set("track_total_hits", true)
+	res, err := s.opts.Search(docs, exact, s.opts.Now())
 	if err != nil {
 		s.write(w, r, 400, ParsingError(err.Error()))
 		return
 	}
-	s.write(w, r, 200, s.response(index, req, hits, total, aggs, reply))
+	s.write(w, r, 200, s.response(index, req, res, reply))
 }
 
 // response renders a search response: hits with _index, _id, _score and
 // _source (the document without _id, plus _resource as eve-elastic
-// stores it), the total as track_total_hits asks, aggregations.
-func (s *Server) response(index string, req *sources.Doc, hits []*sources.Doc, total int, aggs *sources.Doc, reply Reply) []byte {
+// stores it; none when the body says "_source": false), the total as
+// track_total_hits asks, the aggregations.
+func (s *Server) response(index string, req *sources.Doc, res *sources.Result, reply Reply) []byte {
 	shards := sources.D("total", int64(1), "successful", int64(1), "skipped", int64(0), "failed", int64(0))
 	if n := int64(reply.FailedShards); n > 0 {
 		shards = sources.D("total", n+1, "successful", int64(1), "skipped", int64(0), "failed", n)
@@ -419,8 +457,9 @@ func (s *Server) response(index string, req *sources.Doc, hits []*sources.Doc, t
 		shards.Set("failures", failures)
 	}
 	sorted := req.Has("sort")
-	list := make([]any, 0, len(hits))
-	for _, h := range hits {
+	srcSpec, filtered := req.Get("_source")
+	list := make([]any, 0, len(res.Docs))
+	for _, h := range res.Docs {
 		hit := sources.D("_index", index)
 		if s.opts.Version.Major() == 7 {
 			hit.Set("_type", "_doc")
@@ -433,13 +472,22 @@ func (s *Server) response(index string, req *sources.Doc, hits []*sources.Doc, t
 		} else {
 			hit.Set("_score", 1.0)
 		}
-		if src := source(h, req, collectionOf(index, s.opts.Prefix)); src != nil {
+		if srcSpec != false {
+			src := sources.NewDoc()
+			for k, v := range h.All() {
+				if k != "_id" {
+					src.Set(k, v)
+				}
+			}
+			if !filtered {
+				src.Set("_resource", collectionOf(index, s.opts.Prefix))
+			}
 			hit.Set("_source", src)
 		}
 		list = append(list, hit)
 	}
 	hitsDoc := sources.NewDoc()
-	if t := totalOf(req, total, s.opts.TotalAsInt); t != nil {
+	if t := totalOf(req, res.Total, s.opts.TotalAsInt); t != nil {
 		hitsDoc.Set("total", t)
 	}
 	if sorted {
@@ -449,8 +497,8 @@ func (s *Server) response(index string, req *sources.Doc, hits []*sources.Doc, t
 	}
 	hitsDoc.Set("hits", list)
 	resp := sources.D("took", int64(3), "timed_out", reply.TimedOut, "_shards", shards, "hits", hitsDoc)
-	if aggs != nil {
-		resp.Set("aggregations", aggs)
+	if res.Aggregations != nil {
+		resp.Set("aggregations", res.Aggregations)
 	}
 	return sources.AppendJSON(nil, resp)
 }
@@ -478,95 +526,6 @@ func totalOf(req *sources.Doc, total int, asInt bool) any {
 		return n
 	}
 	return sources.D("value", n, "relation", rel)
-}
-
-// source is a hit's _source: the document without _id (Elasticsearch 7+
-// keeps _id out of sources) with eve-elastic's _resource marker, filtered
-// as the body's _source asks (top-level fields and * patterns).
-func source(doc, req *sources.Doc, resource string) *sources.Doc {
-	src := sources.NewDoc()
-	for k, v := range doc.All() {
-		if k != "_id" {
-			src.Set(k, v)
-		}
-	}
-	src.Set("_resource", resource)
-	spec, ok := req.Get("_source")
-	if !ok {
-		return src
-	}
-	var includes, excludes []string
-	switch spec := spec.(type) {
-	case bool:
-		if !spec {
-			return nil
-		}
-		return src
-	case string:
-		includes = []string{spec}
-	case []any:
-		includes = strings1(spec)
-	case *sources.Doc:
-		inc, _ := spec.Get("includes")
-		exc, _ := spec.Get("excludes")
-		includes, excludes = patterns(inc), patterns(exc)
-	}
-	out := sources.NewDoc()
-	for k, v := range src.All() {
-		if (len(includes) == 0 || matchAny(includes, k)) && !matchAny(excludes, k) {
-			out.Set(k, v)
-		}
-	}
-	return out
-}
-
-func patterns(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		return strings1(v)
-	}
-	return nil
-}
-
-func strings1(a []any) []string {
-	var out []string
-	for _, x := range a {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func matchAny(patterns []string, field string) bool {
-	for _, p := range patterns {
-		if p == field || strings.HasPrefix(p, field+".") || wildcard(p, field) {
-			return true
-		}
-	}
-	return false
-}
-
-// wildcard matches a pattern with * against a name.
-func wildcard(p, s string) bool {
-	if !strings.Contains(p, "*") {
-		return false
-	}
-	parts := strings.Split(p, "*")
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	for _, part := range parts[1 : len(parts)-1] {
-		i := strings.Index(s, part)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(part):]
-	}
-	return strings.HasSuffix(s, parts[len(parts)-1])
 }
 
 // Canned error bodies, as Elasticsearch 7.17 and 8.x write them.
