@@ -135,6 +135,7 @@ func TestIntegrationSample(t *testing.T) {
 // TestSampleThroughFake runs the same checks with the fake seeded from the
 // sample: every sample document survives BSON and the driver unchanged.
 func TestSampleThroughFake(t *testing.T) {
+	t.Parallel()
 	seed, err := sourcestest.Fixtures(sampleDir)
 	if err != nil {
 		t.Fatal(err)
