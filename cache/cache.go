@@ -92,7 +92,7 @@ type Cache struct {
 	group   singleflight.Group
 	gzip    gzipPool
 
-	// base is cancelled by Close: loads and refreshes derive from it.
+	// base is cancelled by Close: background refreshes derive from it.
 	base       context.Context
 	cancelBase context.CancelFunc
 
@@ -198,7 +198,8 @@ type fill struct {
 
 // Load answers q from the cache, loading it through the wrapped Loader
 // when no usable entry exists. Representations it returns share their
-// byte slices with the cache: read them, never modify them.
+// byte slices with the cache: read them, never modify them. A load or a
+// background refresh may read q after Load returns: q must not change.
 func (c *Cache) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	if q == nil || q.Resource == nil {
 		return nil, errors.New("cache: a query without a resource")
@@ -367,7 +368,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 				c.log.Error("cache: panic in a refresh", "panic", p, "stack", string(debug.Stack()))
 			}
 		}()
-		ctx, cancel := c.detach(ctx)
+		ctx, cancel := c.background(ctx)
 		defer cancel()
 		rep, err := c.callLoader(ctx, q)
 		if err != nil {
@@ -439,11 +440,17 @@ func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *sources.
 	return rep, err
 }
 
-// detach returns a context for work shared by several requests: it keeps
-// ctx's values but not its cancellation, ends after LoadTimeout, and is
-// cancelled by Close.
+// detach returns a context for a load shared by several requests: it
+// keeps ctx's values but not its cancellation, and ends after
+// LoadTimeout.
 func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.loadTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), c.loadTimeout)
+}
+
+// background returns the context of a background refresh: detached like
+// a load's, and cancelled by Close too.
+func (c *Cache) background(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := c.detach(ctx)
 	stop := context.AfterFunc(c.base, cancel)
 	return ctx, func() {
 		stop()
@@ -553,9 +560,11 @@ func cacheStatus(k kind, ttl int64, status int, collapsed bool) string {
 	return string(b)
 }
 
-// Close stops background refreshes, then waits for queued writes to
-// reach Redis, until ctx ends. Loads after Close still work, without
-// refreshes or writes. Close does not close the Redis client.
+// Close cancels background refreshes and waits for them, then waits for
+// queued writes to reach Redis, until ctx ends. Loads on the request path
+// are not cancelled: they end with their requests (or LoadTimeout), and
+// Loads after Close still work, without refreshes or writes. Close does
+// not close the Redis client.
 func (c *Cache) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()

@@ -832,7 +832,10 @@ func TestCloseDrainsWritesAndStopsRefreshes(t *testing.T) {
 			t.Errorf("%s not written before Close returned", Key(q))
 		}
 	}
-	// Loads after Close still answer.
+	// Loads after Close still answer, on a live context.
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
+		return nil, ctx.Err()
+	})
 	if rep := e.load(t, detail(t, "items", "late")); rep.Outcome != OutcomeMiss {
 		t.Errorf("after Close: %s", rep.Outcome)
 	}

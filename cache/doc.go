@@ -82,9 +82,10 @@
 // (x/sync/singleflight): the first request's flight looks in both tiers
 // again, then loads; the others wait for it (outcome collapsed when it
 // loaded). The flight runs on a context that keeps the first request's
-// values but not its cancellation, bounded by LoadTimeout and cancelled
-// by Close; each waiter still gives up when its own context ends. A panic
-// in a load is an error (logged with its stack), never a crash.
+// values but not its cancellation, bounded by LoadTimeout; each waiter
+// still gives up when its own context ends, and the load goes on for the
+// others. A panic in a load is an error (logged with its stack), never a
+// crash. Background refreshes run the same way, and Close cancels them.
 //
 // An entry past its freshness but within the stale window is served at
 // once, and one background refresh per key and process starts
@@ -112,7 +113,11 @@
 // because Redis failed.
 //
 // A client for New must have ContextTimeoutEnabled set, or go-redis
-// ignores the per-call deadline; NewRedis sets it.
+// ignores the per-call deadline; NewRedis sets it, dials once per attempt
+// (go-redis would try five times, 100ms apart, spending every call's
+// budget on a Redis that refuses connections) and turns off the Redis
+// Enterprise maintenance-notification handshake. go-redis logs dial
+// failures through its own process-wide logger (redis.SetLogger).
 //
 // # REDIS_URL
 //
