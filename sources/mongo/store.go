@@ -179,8 +179,8 @@ func preferObjectID(docs []*sources.Doc) *sources.Doc {
 // ends the list.
 func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
 	coll := q.Resource.Collection
-	if q.MaxResults <= 0 {
-		return nil, fmt.Errorf("mongo: find %s: max_results %d", coll, q.MaxResults)
+	if q.MaxResults <= 0 || q.Page <= 0 {
+		return nil, fmt.Errorf("mongo: find %s: page %d, max_results %d", coll, q.Page, q.MaxResults)
 	}
 	filter, err := translateWhere(q.Where)
 	if err != nil {
