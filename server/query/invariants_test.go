@@ -181,13 +181,14 @@ func (c *checker) whereValue(path string, v any) {
 
 var bodyKeys = []string{"query", "sort", "size", "from", "aggs", "post_filter", "_source", "track_total_hits"}
 
-// refusedAnywhere are the keys no body may hold at any depth (field names
-// with these names are refused too; highlight is a real item field, so it
-// is only checked at the top).
+// refusedAnywhere are the keys no body may hold at any depth (field and
+// aggregation names with these names are refused too; highlight is a real
+// item field, so it is only checked at the top). Legacy forms (filtered,
+// and, nested_path, ...) are caught by the grammar checks, which know
+// where a key is a field name.
 var refusedAnywhere = []string{"script", "script_score", "function_score", "runtime_mappings",
 	"script_fields", "stored_fields", "docvalue_fields", "inner_hits", "suggest", "collapse",
-	"rescore", "percolate", "more_like_this", "_script", "wrapper", "filtered", "and", "or",
-	"not", "_type", "aggregations", "index", "indexed_shape", "like", "nested_path", "nested_filter"}
+	"rescore", "percolate", "more_like_this", "_script", "wrapper"}
 
 func (c *checker) body(b *sources.Doc) {
 	keys := b.Keys()
