@@ -874,3 +874,29 @@ func TestMetricsExposition(t *testing.T) {
 		}
 	}
 }
+
+func TestCloseGivesUpWithItsContext(t *testing.T) {
+	e := newEnv(t)
+	q := list(t, "items")
+	e.load(t, q)
+	e.settle()
+	e.advance(15 * time.Second)
+	// A refresh stuck in a loader that ignores its context.
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
+		close(entered)
+		<-release
+		return nil, nil
+	})
+	e.load(t, q)
+	<-entered
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.c.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close with a done context = %v, want canceled", err)
+	}
+	close(release)
+	// A second Close waits for the rest and succeeds.
+	closeCache(t, e.c)
+}
