@@ -73,11 +73,17 @@ func Open(spec string, opts Options) (*Store, error) {
 
 // Sample opens the bundled sample newsroom.
 func Sample(opts Options) (*Store, error) {
+	return Load(SampleFS(), opts)
+}
+
+// SampleFS is the bundled sample newsroom as files: <collection>.json
+// and assets/. Seeding a real stack with the same documents starts here.
+func SampleFS() fs.FS {
 	sub, err := fs.Sub(sample, "sample")
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: sample: %w", err)
+		panic("sandbox: the embedded sample has no sample directory: " + err.Error()) // a build defect
 	}
-	return Load(sub, opts)
+	return sub
 }
 
 // Load reads every <collection>.json of sources.Collections at the root
