@@ -17,7 +17,6 @@ import (
 	"github.com/prodapi/prodapi/sources"
 )
 
-
 // A redisServer is a redis-server process this test started, on a free
 // loopback port, without persistence.
 type redisServer struct {
