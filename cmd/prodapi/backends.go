@@ -22,6 +22,7 @@ import (
 // backends are the clients main owns: it creates them here and closes
 // them, in reverse order, after the server has stopped.
 type backends struct {
+	logger   *slog.Logger
 	store    sources.Store
 	assets   sources.AssetStore
 	checks   []server.Check
@@ -45,6 +46,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *sources.Count
 			counts = append(counts, slog.Int(coll, n))
 		}
 		return &backends{
+			logger:   logger,
 			store:    sb,
 			assets:   sb,
 			checks:   []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}},
@@ -52,7 +54,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *sources.Count
 		}, nil
 	}
 
-	b := &backends{}
+	b := &backends{logger: logger}
 	mc, err := mongo.Connect(mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("configuring the MongoDB client: %w", err)
@@ -107,9 +109,19 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
 	}
+	// go-redis reports dial failures through its own package-level logger;
+	// main owns process-wide settings, so route it into our JSON log.
+	redis.SetLogger(redisLogger{b.logger})
 	b.closers = append(b.closers, func(context.Context) error { return rdb.Close() })
 	b.checks = append(b.checks, server.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return rdb, nil
+}
+
+// redisLogger writes go-redis's own messages as warnings.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // close closes the clients in reverse order of creation.
