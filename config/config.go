@@ -112,7 +112,7 @@ type Cache struct {
 	NotFoundTTL time.Duration // PRODAPI_CACHE_NOTFOUND_TTL: 404s
 	AssetTTL    time.Duration // PRODAPI_CACHE_TTL_ASSETS: asset redirects; below the URL lifetime
 
-	LocalBytes int64         // PRODAPI_CACHE_LOCAL_BYTES: in-process tier size
+	LocalBytes int64         // PRODAPI_CACHE_LOCAL_BYTES: in-process tier size; negative turns it off
 	LocalTTL   time.Duration // PRODAPI_CACHE_LOCAL_TTL: in-process tier entry lifetime
 }
 
@@ -257,7 +257,7 @@ func (p *parser) cache() Cache {
 		Stale:       p.duration("PRODAPI_CACHE_STALE", defaultStale),
 		NotFoundTTL: p.duration("PRODAPI_CACHE_NOTFOUND_TTL", defaultNotFoundTTL),
 		AssetTTL:    p.duration("PRODAPI_CACHE_TTL_ASSETS", defaultAssetTTL),
-		LocalBytes:  int64(p.uint("PRODAPI_CACHE_LOCAL_BYTES", defaultLocalBytes)),
+		LocalBytes:  p.int("PRODAPI_CACHE_LOCAL_BYTES", defaultLocalBytes),
 		LocalTTL:    p.duration("PRODAPI_CACHE_LOCAL_TTL", defaultLocalTTL),
 	}
 	if p.getenv("PRODAPI_CACHE_TTL") != "" {
@@ -333,6 +333,19 @@ func (p *parser) uint(name string, def uint64) uint64 {
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
 		p.errorf("%s=%q is not a non-negative integer", name, v)
+		return def
+	}
+	return n
+}
+
+func (p *parser) int(name string, def int64) int64 {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		p.errorf("%s=%q is not an integer", name, v)
 		return def
 	}
 	return n

@@ -59,7 +59,7 @@ func TestOverrides(t *testing.T) {
 	c, err := Load(envOf(
 		"PORT", "8080", "PRODAPI_URL_PREFIX", "/api/", "PRODAPI_URL", "https://news.example/",
 		"PRODAPI_AUTH_ENABLED", "Off", "PRODAPI_CACHE_TTL", "30", "PRODAPI_CACHE_TTL_ITEMS", "5s",
-		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s",
+		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestOverrides(t *testing.T) {
 	if c.Cache.TTL("items", true) != 5*time.Second || c.Cache.TTL("desks", true) != 30*time.Second || c.Cache.TTL("users", false) != 30*time.Second {
 		t.Errorf("TTLs: items %v desks %v users %v", c.Cache.TTL("items", true), c.Cache.TTL("desks", true), c.Cache.TTL("users", false))
 	}
-	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second {
+	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second || c.Cache.LocalBytes != -1 {
 		t.Errorf("subfolder %q leeway %v", c.ObjStore.Subfolder, c.AuthLeeway)
 	}
 	if c, _ := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "OBJSTORE_S3_SUBFOLDER", "FALSE")); c.ObjStore.Subfolder != "" {

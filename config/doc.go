@@ -31,7 +31,7 @@
 //	PRODAPI_CACHE_STALE         15m         serve-stale window (while refreshing, while a backend fails)
 //	PRODAPI_CACHE_NOTFOUND_TTL  5s          404s
 //	PRODAPI_CACHE_TTL_ASSETS    10m         asset redirects; must be below the URL lifetime
-//	PRODAPI_CACHE_LOCAL_BYTES   67108864    in-process tier size
+//	PRODAPI_CACHE_LOCAL_BYTES   67108864    in-process tier size (negative: off)
 //	PRODAPI_CACHE_LOCAL_TTL     2s          in-process entry lifetime
 //	PRODAPI_SHUTDOWN_GRACE      10s         drain time on SIGTERM
 //	PRODAPI_READ_HEADER_TIMEOUT 5s, PRODAPI_READ_TIMEOUT 10s, PRODAPI_WRITE_TIMEOUT 30s, PRODAPI_IDLE_TIMEOUT 2m
