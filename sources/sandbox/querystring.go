@@ -337,14 +337,13 @@ type qsClause struct {
 }
 
 type qsParser struct {
-	env     *searchEnv
-	toks    []qsToken
-	pos     int
-	and     bool // default_operator AND
-	fields  []fieldRef
-	depth   int
-	lenient bool
-	simple  bool
+	env    *searchEnv
+	toks   []qsToken
+	pos    int
+	and    bool // default_operator AND
+	fields []fieldRef
+	depth  int
+	simple bool
 }
 
 func (env *searchEnv) compileQueryString(kind string, d *sources.Doc, depth int) (query, error) {

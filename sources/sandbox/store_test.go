@@ -20,10 +20,9 @@ import (
 )
 
 var (
-	itemsRes, _  = sources.ResourceByName("items")
-	desksRes, _  = sources.ResourceByName("desks")
-	usersRes, _  = sources.ResourceByName("users")
-	assignRes, _ = sources.ResourceByName("assignments")
+	itemsRes, _ = sources.ResourceByName("items")
+	desksRes, _ = sources.ResourceByName("desks")
+	usersRes, _ = sources.ResourceByName("users")
 )
 
 func testFS() fstest.MapFS {
