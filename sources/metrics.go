@@ -36,7 +36,7 @@ func NewMetrics() *Metrics { return &Metrics{} }
 // labels backend, resource and op.
 func (m *Metrics) SourceQueries() *Counter {
 	return m.Counter("prodapi_source_queries_total",
-		"Queries sent to a backend, by backend (sandbox, mongo, elastic), resource and operation.",
+		"Queries sent to a backend, by backend (sandbox, mongo, elastic, s3), resource and operation.",
 		"backend", "resource", "op")
 }
 
