@@ -360,6 +360,7 @@ func TestFindErrors(t *testing.T) {
 			esText   string
 		}{
 			{"unmapped sort field", []estest.Reply{{Status: 400, Body: string(estest.NoMapping("superdesk_archive", "nofield"))}}, "items", nil, 1, ""},
+			{"sort on a field no document has", nil, "items-unmapped", nil, 1, ""},
 			{"missing index", nil, "events", nil, 1, ""},
 			{"parse error", []estest.Reply{{Status: 400, Body: string(estest.ParsingError("unknown query [foo]"))}}, "items", sources.ErrInvalid, 1, "unknown query [foo]"},
 			{"shard query error", []estest.Reply{{Status: 400, Body: string(estest.ShardError("superdesk_archive",
@@ -378,7 +379,12 @@ func TestFindErrors(t *testing.T) {
 				for _, r := range tc.replies {
 					f.fake.Fail(1, r)
 				}
-				res, err := f.store.Find(context.Background(), &sources.Query{Resource: resource(tc.resource), Search: decode(t, itemsList)})
+				body, name := itemsList, tc.resource
+				if n, ok := strings.CutSuffix(tc.resource, "-unmapped"); ok {
+					body, name = `{"query":{"bool":{}},"sort":[{"nofield.keyword":{"order":"asc"}}],"size":25}`, n
+				}
+				tc.resource = name
+				res, err := f.store.Find(context.Background(), &sources.Query{Resource: resource(tc.resource), Search: decode(t, body)})
 				if n := len(f.fake.Searches()); n != tc.requests {
 					t.Errorf("%d requests, want %d", n, tc.requests)
 				}
@@ -428,11 +434,16 @@ func TestFindRetriesOnce(t *testing.T) {
 }
 
 func TestLookupErrors(t *testing.T) {
-	l := sources.Lookup{Collection: "assignments", Field: "coverage_item", Values: []any{"x"}, Search: true, Sort: []sources.SortKey{{Field: "nofield"}}}
+	l := sources.Lookup{Collection: "assignments", Field: "coverage_item", Values: []any{"urn:coverage:1"}, Search: true,
+		Sort: []sources.SortKey{{Field: "_updated"}}}
 	f := setup(t, estest.Options{}, 0)
-	f.fake.Fail(1, estest.Reply{Status: 400, Body: string(estest.NoMapping("superdesk_assignments", "nofield"))})
-	if docs, err := f.store.Lookup(context.Background(), l); err != nil || len(docs) != 0 {
+	unmapped := l
+	unmapped.Sort = []sources.SortKey{{Field: "nofield"}}
+	if docs, err := f.store.Lookup(context.Background(), unmapped); err != nil || len(docs) != 0 {
 		t.Errorf("unmapped sort: %v, %v; want no documents", docs, err)
+	}
+	if docs, err := f.store.Lookup(context.Background(), l); err != nil || len(docs) != 1 {
+		t.Errorf("lookup: %v, %v; want one document", docs, err)
 	}
 	f.fake.Fail(1, estest.Reply{Status: 429, Body: string(estest.Rejected())})
 	if _, err := f.store.Lookup(context.Background(), l); !errors.Is(err, sources.ErrUnavailable) {
@@ -441,6 +452,10 @@ func TestLookupErrors(t *testing.T) {
 	f.fake.Fail(1, estest.Reply{TimedOut: true})
 	if _, err := f.store.Lookup(context.Background(), l); !errors.Is(err, sources.ErrPartial) {
 		t.Errorf("timed out: %v, want ErrPartial", err)
+	}
+	f.fake.Fail(1, estest.Reply{Status: 400, Body: string(estest.ParsingError("[terms] unknown token [START_OBJECT]"))})
+	if _, err := f.store.Lookup(context.Background(), l); !errors.Is(err, sources.ErrInvalid) {
+		t.Errorf("400: %v, want ErrInvalid", err)
 	}
 }
 

@@ -426,6 +426,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 		}
 		req = d
 	}
+	if field := unmappedSort(docs, req); field != "" {
+		s.write(w, r, 400, NoMapping(index, field))
+		return
+	}
 	// Evaluate with an exact count; track_total_hits is applied when
 	// rendering, so the response can say "gte" as Elasticsearch does.
 	exact := req.Clone()
@@ -501,6 +505,59 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 		resp.Set("aggregations", res.Aggregations)
 	}
 	return sources.AppendJSON(nil, resp)
+}
+
+// unmappedSort returns the first sort field without unmapped_type that
+// no document of the index has: with dynamic mappings, a field no
+// document ever had is unmapped, and Elasticsearch refuses to sort on it.
+// A .keyword or .raw suffix names a sub-field of its parent.
+func unmappedSort(docs []*sources.Doc, req *sources.Doc) string {
+	spec, _ := req.Get("sort")
+	list, ok := spec.([]any)
+	if !ok {
+		list = []any{spec}
+	}
+	for _, k := range list {
+		var field string
+		switch k := k.(type) {
+		case string:
+			field = k
+		case *sources.Doc:
+			if k.Len() != 1 {
+				continue
+			}
+			f := k.Fields()[0]
+			if opts, ok := f.Value.(*sources.Doc); ok && opts.Has("unmapped_type") {
+				continue
+			}
+			field = f.Key
+		}
+		if field == "" || field == "_score" || field == "_doc" {
+			continue
+		}
+		path := strings.TrimSuffix(strings.TrimSuffix(field, ".keyword"), ".raw")
+		if !slices.ContainsFunc(docs, func(d *sources.Doc) bool { return has(d, strings.Split(path, ".")) }) {
+			return field
+		}
+	}
+	return ""
+}
+
+// has reports whether a path reaches a non-null value, through arrays.
+func has(v any, path []string) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case []any:
+		return slices.ContainsFunc(x, func(e any) bool { return has(e, path) })
+	case *sources.Doc:
+		if len(path) == 0 {
+			return true
+		}
+		next, _ := x.Get(path[0])
+		return has(next, path[1:])
+	}
+	return len(path) == 0
 }
 
 func collectionOf(index, prefix string) string { return strings.TrimPrefix(index, prefix+"_") }
