@@ -93,16 +93,17 @@ func statusKind(status int, errType string) error {
 	}
 }
 
-// transportError translates a failure to get a response. parent is the
-// caller's context: its cancellation is returned as is; a deadline, ours
-// or the caller's, is a timeout; anything else (connection refused, DNS,
-// reset, TLS, the client's product check) means unavailable.
-func transportError(parent context.Context, op, index string, err error) error {
+// transportError translates a failure to get or read a response. parent
+// is the caller's context, own the one bounded by the store's timeout: the
+// caller's cancellation is returned as is; a deadline, ours or the
+// caller's, is a timeout; anything else (connection refused, DNS, reset,
+// TLS, the client's product check) means unavailable.
+func transportError(parent, own context.Context, op, index string, err error) error {
 	if errors.Is(parent.Err(), context.Canceled) {
 		return fmt.Errorf("elastic: %s %s: %w", op, index, parent.Err())
 	}
 	e := &Error{Op: op, Index: index, Reason: clip(err.Error()), Kind: sources.ErrUnavailable}
-	if parent.Err() != nil || isTimeout(err) {
+	if parent.Err() != nil || own.Err() != nil || isTimeout(err) {
 		e.Kind = sources.ErrTimeout
 	}
 	return e

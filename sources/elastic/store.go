@@ -198,14 +198,14 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte) 
 	req := esapi.SearchRequest{Index: []string{index}, Body: bytes.NewReader(body)}
 	res, err := req.Do(tctx, s.client)
 	if err != nil {
-		return nil, transportError(ctx, op, index, err)
+		return nil, transportError(ctx, tctx, op, index, err)
 	}
 	defer res.Body.Close()
 
 	if res.StatusCode != http.StatusOK {
 		data, err := readBounded(res.Body, maxErrorResponse)
 		if err != nil && !errors.Is(err, errTooLarge) {
-			return nil, transportError(ctx, op, index, err)
+			return nil, transportError(ctx, tctx, op, index, err)
 		}
 		return s.statusError(ctx, op, index, res.StatusCode, data)
 	}
@@ -215,7 +215,7 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte) 
 			Reason: fmt.Sprintf("response over %d bytes; ask for fewer or smaller documents", maxResponse), Kind: sources.ErrInvalid}
 	}
 	if err != nil {
-		return nil, transportError(ctx, op, index, err)
+		return nil, transportError(ctx, tctx, op, index, err)
 	}
 	r, err := parseSearch(data)
 	if pe, ok := errors.AsType[*partialError](err); ok {
@@ -254,7 +254,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	req := esapi.InfoRequest{}
 	res, err := req.Do(tctx, s.client)
 	if err != nil {
-		return transportError(ctx, "ping", "", err)
+		return transportError(ctx, tctx, "ping", "", err)
 	}
 	defer res.Body.Close()
 	data, _ := readBounded(res.Body, maxErrorResponse)

@@ -480,6 +480,13 @@ func TestFindTimeout(t *testing.T) {
 	if err := f.store.Ping(context.Background()); !errors.Is(err, sources.ErrTimeout) {
 		t.Errorf("ping: %v, want ErrTimeout", err)
 	}
+
+	// A response that starts and stalls times out while being read.
+	f.fake.Clear()
+	f.fake.Fail(1, estest.Reply{StallBody: true})
+	if _, err := f.store.Find(context.Background(), &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)}); !errors.Is(err, sources.ErrTimeout) {
+		t.Errorf("stalled body: %v, want ErrTimeout", err)
+	}
 }
 
 // The caller's cancellation is the caller's error, not a timeout.

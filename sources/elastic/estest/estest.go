@@ -10,6 +10,7 @@ package estest
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -102,6 +103,9 @@ type Reply struct {
 	// Delay holds the request this long (or until the client gives up),
 	// then answers normally or with Status/Body.
 	Delay time.Duration
+	// StallBody sends the headers and half the answer, then holds the rest
+	// until the client gives up: a response that starts but never ends.
+	StallBody bool
 	// TimedOut and FailedShards answer the search normally but mark the
 	// response partial: "timed_out": true, or that many shards failed
 	// (with their failures listed).
@@ -278,6 +282,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		}
 	}
+	if reply.StallBody {
+		r = r.WithContext(context.WithValue(r.Context(), stallKey{}, true))
+	}
 	if faulted && reply.Status != 0 {
 		s.write(w, r, reply.Status, []byte(reply.Body))
 		return
@@ -379,10 +386,22 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, status int, body 
 	}
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		w.Write(body)
+	if r.Method == http.MethodHead {
+		return
 	}
+	if stall, _ := r.Context().Value(stallKey{}).(bool); stall {
+		w.Write(body[:len(body)/2])
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	}
+	w.Write(body)
 }
+
+type stallKey struct{}
 
 // writeError sends an error in Elasticsearch's format. extra are fields
 // of the error object after type and reason.
