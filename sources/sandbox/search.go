@@ -510,13 +510,16 @@ func parseSource(v any) (sourceFilter, error) {
 }
 
 // apply returns the hit for a stored document: a copy with ObjectIDs as
-// strings, without _resource, filtered; _id is always kept.
+// strings, without _resource, filtered; _id is always kept, and comes
+// last, as on the real stack: Elasticsearch keeps _id out of _source and
+// eve-elastic appended the hit's _id to it.
 func (s sourceFilter) apply(d *sources.Doc) *sources.Doc {
 	out := make([]sources.Field, 0, d.Len())
+	var id *sources.Field
 	for _, f := range d.Fields() {
 		switch {
 		case f.Key == "_id":
-			out = append(out, sources.Field{Key: f.Key, Value: hitValue(f.Value, 0)})
+			id = &sources.Field{Key: f.Key, Value: hitValue(f.Value, 0)}
 			continue
 		case f.Key == "_resource" || s.disabled:
 			continue
@@ -524,6 +527,9 @@ func (s sourceFilter) apply(d *sources.Doc) *sources.Doc {
 		if v, ok := s.field(f.Key, f.Value); ok {
 			out = append(out, sources.Field{Key: f.Key, Value: v})
 		}
+	}
+	if id != nil {
+		out = append(out, *id)
 	}
 	return sources.NewDoc(out...)
 }
