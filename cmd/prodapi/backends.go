@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/redis/go-redis/v9"
@@ -57,7 +59,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *sources.Count
 	b := &backends{logger: logger}
 	mc, err := mongo.Connect(mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout))
 	if err != nil {
-		return nil, fmt.Errorf("configuring the MongoDB client: %w", err)
+		return nil, fmt.Errorf("configuring the MongoDB client for %s: %s", cfg.MongoURI, redact(err, cfg.MongoURI))
 	}
 	b.closers = append(b.closers, mc.Disconnect)
 	dbName := mongosrc.DatabaseName(string(cfg.MongoURI))
@@ -66,7 +68,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *sources.Count
 	ec, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout))
 	if err != nil {
 		b.close(logger)
-		return nil, fmt.Errorf("configuring the Elasticsearch client: %w", err)
+		return nil, fmt.Errorf("configuring the Elasticsearch client for %s: %s", cfg.ElasticURL, redact(err, cfg.ElasticURL))
 	}
 	search := essrc.New(ec, essrc.Options{Index: cfg.ElasticIndex, Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
 
@@ -115,6 +117,27 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 	b.closers = append(b.closers, func(context.Context) error { return rdb.Close() })
 	b.checks = append(b.checks, server.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return rdb, nil
+}
+
+// redact returns err's text with the URL's password masked: a driver's
+// message may quote the connection string it could not use.
+func redact(err error, u config.URL) string {
+	msg := err.Error()
+	// The password as written in the URL (perhaps %-escaped)...
+	if _, rest, ok := strings.Cut(string(u), "://"); ok {
+		if userinfo, _, ok := strings.Cut(rest, "@"); ok {
+			if _, pw, ok := strings.Cut(userinfo, ":"); ok && pw != "" {
+				msg = strings.ReplaceAll(msg, pw, "xxxxx")
+			}
+		}
+	}
+	// ...and decoded.
+	if p, perr := url.Parse(string(u)); perr == nil && p.User != nil {
+		if pw, ok := p.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
 }
 
 // redisLogger writes go-redis's own messages as warnings.

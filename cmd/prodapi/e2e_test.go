@@ -377,3 +377,11 @@ func manyPlanning(t *testing.T, n int) string {
 	}
 	return dir
 }
+
+func TestRedact(t *testing.T) {
+	err := fmt.Errorf(`error parsing uri "mongodb://admin:s3cr%%2Ft@db/x": bad`)
+	got := redact(err, "mongodb://admin:s3cr%2Ft@db/x")
+	if strings.Contains(got, "s3cr") {
+		t.Errorf("redact left the password: %s", got)
+	}
+}
