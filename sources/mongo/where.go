@@ -95,13 +95,7 @@ func (t translator) filter(w *sources.Doc, depth int) (*sources.Doc, error) {
 			}
 		}
 	}
-	if len(extra) > 0 {
-		if and, ok := out.Get("$and"); ok {
-			out.Set("$and", append(and.([]any), extra...))
-		} else {
-			out.Set("$and", extra)
-		}
-	}
+	appendAnd(out, extra)
 	return out, nil
 }
 
@@ -706,13 +700,7 @@ func countFilter(f *sources.Doc) *sources.Doc {
 			}
 		}
 	}
-	if len(extra) > 0 {
-		if and, ok := out.Get("$and"); ok {
-			out.Set("$and", append(and.([]any), extra...))
-		} else {
-			out.Set("$and", extra)
-		}
-	}
+	appendAnd(out, extra)
 	return out
 }
 
@@ -784,4 +772,16 @@ func nearClauses(path string, od *sources.Doc) []*sources.Doc {
 		clauses = append(clauses, sources.D(path, d))
 	}
 	return clauses
+}
+
+// appendAnd adds clauses to out's $and, creating it when needed.
+func appendAnd(out *sources.Doc, clauses []any) {
+	if len(clauses) == 0 {
+		return
+	}
+	if and, ok := out.Get("$and"); ok {
+		out.Set("$and", append(and.([]any), clauses...))
+		return
+	}
+	out.Set("$and", clauses)
 }

@@ -295,7 +295,7 @@ func (q constantScoreQ) eval(c *evalCtx, d *sources.Doc) (bool, float64) {
 
 // fieldAndParams reads {F: {params}} or the short {F: value}, ignoring
 // the top-level keys ES allows beside the field.
-func fieldAndParams(kind string, d *sources.Doc, valueKey string) (string, *sources.Doc, error) {
+func fieldAndParams(kind string, d *sources.Doc, valueKey string) (fieldRef, *sources.Doc, error) {
 	var name string
 	var params *sources.Doc
 	for _, f := range d.Fields() {
@@ -304,7 +304,7 @@ func fieldAndParams(kind string, d *sources.Doc, valueKey string) (string, *sour
 			continue
 		}
 		if name != "" {
-			return "", nil, invalid("%s takes one field", kind)
+			return fieldRef{}, nil, invalid("%s takes one field", kind)
 		}
 		name = f.Key
 		if p, ok := normalize(f.Value).(*sources.Doc); ok {
@@ -314,9 +314,10 @@ func fieldAndParams(kind string, d *sources.Doc, valueKey string) (string, *sour
 		}
 	}
 	if name == "" {
-		return "", nil, invalid("%s needs a field", kind)
+		return fieldRef{}, nil, invalid("%s needs a field", kind)
 	}
-	return name, params, nil
+	fr, err := newFieldRef(name)
+	return fr, params, err
 }
 
 type termQ struct {
@@ -327,11 +328,7 @@ type termQ struct {
 }
 
 func (env *searchEnv) compileTerm(d *sources.Doc) (query, error) {
-	name, p, err := fieldAndParams("term", d, "value")
-	if err != nil {
-		return nil, err
-	}
-	fr, err := newFieldRef(name)
+	fr, p, err := fieldAndParams("term", d, "value")
 	if err != nil {
 		return nil, err
 	}
@@ -452,11 +449,7 @@ type patternQ struct {
 }
 
 func (env *searchEnv) compilePattern(kind string, d *sources.Doc) (query, error) {
-	name, p, err := fieldAndParams(kind, d, "value")
-	if err != nil {
-		return nil, err
-	}
-	fr, err := newFieldRef(name)
+	fr, p, err := fieldAndParams(kind, d, "value")
 	if err != nil {
 		return nil, err
 	}
@@ -528,11 +521,7 @@ type matchQ struct {
 }
 
 func (env *searchEnv) compileMatch(kind string, d *sources.Doc) (query, error) {
-	name, p, err := fieldAndParams(kind, d, "query")
-	if err != nil {
-		return nil, err
-	}
-	fr, err := newFieldRef(name)
+	fr, p, err := fieldAndParams(kind, d, "query")
 	if err != nil {
 		return nil, err
 	}
@@ -793,11 +782,7 @@ type rangeQ struct {
 }
 
 func (env *searchEnv) compileRange(d *sources.Doc) (query, error) {
-	name, p, err := fieldAndParams("range", d, "")
-	if err != nil {
-		return nil, err
-	}
-	fr, err := newFieldRef(name)
+	fr, p, err := fieldAndParams("range", d, "")
 	if err != nil {
 		return nil, err
 	}
