@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"mime"
+	"net/url"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/elastic/estest"
+	"github.com/prodapi/prodapi/sources/mongo/mongotest"
+	"github.com/prodapi/prodapi/sources/sandbox"
+	"github.com/prodapi/prodapi/sources/sourcestest"
+)
+
+// platform starts the protocol-level fakes of MongoDB (with the sample's
+// media in GridFS) and Elasticsearch, seeded with the sample newsroom, and
+// prodapi on them through the real drivers, exactly as it runs against a
+// platform: no sandbox.
+func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
+	t.Helper()
+	docs, err := sourcestest.Fixtures(sampleDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mongo := mongotest.Start(t, docs)
+	assets, err := fs.Sub(sandbox.SampleFS(), "assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := fs.ReadDir(assets, ".")
+	for _, f := range files {
+		data, _ := fs.ReadFile(assets, f.Name())
+		stem := strings.TrimSuffix(f.Name(), path.Ext(f.Name()))
+		var id sources.ObjectID
+		hex.Decode(id[:], []byte(stem))
+		if err := mongo.PutFile(mongotest.File{ID: id, Filename: f.Name(), ContentType: mime.TypeByExtension(path.Ext(f.Name())),
+			Data: data, MD5: true, UploadDate: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := map[string][]*sources.Doc{}
+	for _, r := range sources.Resources() {
+		if r.Search {
+			search[r.Collection] = docs[r.Collection]
+		}
+	}
+	es := estest.New(t, estest.Options{Docs: search})
+	in := start(t, "PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
+		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", "1s")
+	return in, mongo, es
+}
+
+var sampleDir = path.Join("..", "..", "sources", "sandbox", "sample")
+
+// The platform adapters, driven through the official drivers, answer
+// every kind of request with the same bytes as the sandbox holding the
+// same documents.
+func TestPlatformMatchesSandbox(t *testing.T) {
+	onPlatform, _, _ := platform(t)
+	onSandbox := start(t)
+	tok := bearer(t, devSecret, sources.AllScopes...)
+	targets := []string{
+		"/prodapi/v1/items?max_results=3",
+		"/prodapi/v1/items?max_results=2&page=3&sort=" + url.QueryEscape(`[("versioncreated", -1)]`),
+		"/prodapi/v1/items?source=" + url.QueryEscape(`{"query":{"term":{"type":"picture"}},"size":3,"aggs":{"states":{"terms":{"field":"state"}}}}`),
+		"/prodapi/v1/items?q=flood&df=headline",
+		"/prodapi/v1/items?projection=" + url.QueryEscape(`{"headline":1}`),
+		"/prodapi/v1/desks",
+		"/prodapi/v1/desks?where=" + url.QueryEscape(`{"name":"Sport"}`),
+		"/prodapi/v1/users?sort=-username",
+		"/prodapi/v1/contacts?max_results=4",
+		"/prodapi/v1/events",
+		"/prodapi/v1/events_files",
+		"/prodapi/v1/events_history",
+		"/prodapi/v1/planning",
+		"/prodapi/v1/assignments",
+		"/prodapi/v1/items/urn:no-such-item",
+	}
+	// Details of every document that carries links.
+	for _, r := range []string{"items", "planning", "events", "assignments"} {
+		l := getListAuth(t, onSandbox, "/prodapi/v1/"+r+"?max_results=10", tok)
+		for _, d := range l.Items[:3] {
+			targets = append(targets, "/prodapi/v1/"+r+"/"+url.PathEscape(d["_id"].(string)))
+		}
+	}
+	for _, target := range targets {
+		s1, h1, b1 := onSandbox.get(t, target, tok)
+		s2, h2, b2 := onPlatform.get(t, target, tok)
+		if s1 != s2 || !bytes.Equal(b1, b2) {
+			t.Errorf("GET %s: sandbox %d, platform %d (-sandbox +platform):\n%s", target, s1, s2, cmp.Diff(string(b1), string(b2)))
+		}
+		if h1.Get("Etag") != h2.Get("Etag") || h1.Get("X-Total-Count") != h2.Get("X-Total-Count") {
+			t.Errorf("GET %s: headers differ: %v / %v", target, h1, h2)
+		}
+	}
+	// Media come from GridFS, with the bytes the sandbox serves.
+	asset := "/prodapi/v1/assets/6aff5018957184d45484eb7d.jpg"
+	s1, _, b1 := onSandbox.get(t, asset, tok)
+	s2, h2, b2 := onPlatform.get(t, asset, tok)
+	if s1 != 200 || s2 != 200 || !bytes.Equal(b1, b2) || h2.Get("Content-Type") != "image/jpeg" || h2.Get("Etag") == "" {
+		t.Errorf("asset: sandbox %d (%d bytes), platform %d (%d bytes) %v", s1, len(b1), s2, len(b2), h2)
+	}
+}
+
+func getListAuth(t *testing.T, in *instance, target, auth string) listBody {
+	t.Helper()
+	_, _, body := in.get(t, target, auth)
+	var l listBody
+	if err := jsonUnmarshal(body, &l); err != nil || len(l.Items) == 0 {
+		t.Fatalf("GET %s: %v %s", target, err, body)
+	}
+	return l
+}
+
+// A backend outage is a 503 in the envelope (never a hang or a 500),
+// /readyz says so, and both recover when the backend returns; cached
+// answers keep being served meanwhile.
+func TestPlatformOutage(t *testing.T) {
+	in, mongo, es := platform(t)
+	tok := bearer(t, devSecret, sources.AllScopes...)
+	ready := func() (int, string) {
+		status, _, body := in.get(t, "/readyz", "")
+		return status, string(body)
+	}
+	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok"}}` {
+		t.Fatalf("readyz before: %d %s", status, body)
+	}
+	const cached = "/prodapi/v1/desks"
+	if status, _, _ := in.get(t, cached, tok); status != 200 {
+		t.Fatal("warming the cache failed")
+	}
+
+	mongo.Stop()
+	start := time.Now()
+	status, h, body := in.get(t, "/prodapi/v1/users", tok)
+	if status != 503 || h.Get("Retry-After") == "" || !strings.HasPrefix(string(body), `{"_status":"ERR","_error":{"code":503,`) {
+		t.Errorf("users with Mongo down: %d %v %s", status, h, body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the 503 took %v", took)
+	}
+	if status, _, _ := in.get(t, cached, tok); status != 200 {
+		t.Errorf("a cached list with Mongo down: %d", status)
+	}
+	if status, _, _ := in.get(t, "/prodapi/v1/items?max_results=1", tok); status != 200 {
+		t.Errorf("a search list with Mongo down: %d", status)
+	}
+	// A refused Mongo is "unavailable", or "timeout" when server selection
+	// outlasts the probe's second.
+	down := func(body, name string) bool {
+		return strings.Contains(body, `"`+name+`":"unavailable"`) || strings.Contains(body, `"`+name+`":"timeout"`)
+	}
+	if status, body := ready(); status != 200 || !strings.HasPrefix(body, `{"status":"degraded"`) || !down(body, "mongo") || !strings.Contains(body, `"elastic":"ok"`) {
+		t.Errorf("readyz with Mongo down: %d %s", status, body)
+	}
+
+	es.Fail(0, estest.Reply{Status: 503, Body: string(estest.NoShards())})
+	if status, _, body := in.get(t, "/prodapi/v1/items?max_results=2", tok); status != 503 {
+		t.Errorf("items with both down: %d %s", status, body)
+	}
+	if status, body := ready(); status != 503 || !strings.HasPrefix(body, `{"status":"unavailable"`) || !down(body, "mongo") || !down(body, "elastic") {
+		t.Errorf("readyz with both down: %d %s", status, body)
+	}
+
+	if err := mongo.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	es.Clear()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, body := ready()
+		if status == 200 && strings.HasPrefix(body, `{"status":"ready"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz did not recover: %d %s", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status, _, body := in.get(t, "/prodapi/v1/users", tok); status != 200 {
+		t.Errorf("users after recovery: %d %s", status, body)
+	}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
