@@ -385,3 +385,22 @@ func TestRedact(t *testing.T) {
 		t.Errorf("redact left the password: %s", got)
 	}
 }
+
+// Oversized headers are refused by the HTTP server itself (431) before
+// any handler, auth or backend work.
+func TestHeaderLimit(t *testing.T) {
+	in := start(t)
+	req, _ := http.NewRequest(http.MethodGet, in.base+"/prodapi/v1/items", nil)
+	req.Header.Set("X-Padding", strings.Repeat("a", 70<<10))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("70 KiB of headers: %d, want 431", res.StatusCode)
+	}
+	if q := in.sourceQueries(t); q != 0 {
+		t.Errorf("a refused request cost %v backend queries", q)
+	}
+}
