@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/prodapi/prodapi/sources"
+	essrc "github.com/prodapi/prodapi/sources/elastic"
+	"github.com/prodapi/prodapi/sources/elastic/estest"
+	"github.com/prodapi/prodapi/sources/sandbox"
+)
+
+// A fakeES answers the requests the seed makes (index deletion and
+// creation, _bulk, _refresh, _count, cluster health) as Elasticsearch 8
+// does, and keeps what was indexed. estest answers searches only.
+type fakeES struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	indexes  map[string]*fakeIndex
+	requests []string        // "METHOD /path" in order
+	refuse   map[string]bool // ids whose bulk item fails
+	lose     int             // documents _count leaves out
+}
+
+type fakeIndex struct {
+	body []byte   // the create-index body
+	ids  []string // in indexing order
+	docs [][]byte // _source of ids[i]
+}
+
+func newFakeES(t *testing.T) *fakeES {
+	f := &fakeES{t: t, indexes: map[string]*fakeIndex{}, refuse: map[string]bool{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		body = zr
+	}
+	b, _ := io.ReadAll(body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	w.Header().Set("X-Elastic-Product", "Elasticsearch")
+	w.Header().Set("Content-Type", "application/json")
+	reply := func(status int, v string) {
+		w.WriteHeader(status)
+		io.WriteString(w, v)
+	}
+	path := strings.Trim(r.URL.Path, "/")
+	name, op, _ := strings.Cut(path, "/")
+	switch {
+	case r.Method == "GET" && path == "_cluster/health":
+		if r.URL.Query().Get("wait_for_status") != "yellow" {
+			reply(400, `{"error":"want wait_for_status=yellow"}`)
+			return
+		}
+		reply(200, `{"cluster_name":"docker-cluster","status":"green","timed_out":false}`)
+	case r.Method == "DELETE" && op == "":
+		if _, ok := f.indexes[name]; !ok {
+			w.WriteHeader(404)
+			w.Write(estest.IndexNotFound(name))
+			return
+		}
+		delete(f.indexes, name)
+		reply(200, `{"acknowledged":true}`)
+	case r.Method == "PUT" && op == "":
+		if _, ok := f.indexes[name]; ok {
+			reply(400, `{"error":{"type":"resource_already_exists_exception"},"status":400}`)
+			return
+		}
+		if r.Header.Get("Content-Type") != "application/json" {
+			reply(406, `{"error":"Content-Type header is not supported"}`)
+			return
+		}
+		f.indexes[name] = &fakeIndex{body: b}
+		reply(200, fmt.Sprintf(`{"acknowledged":true,"shards_acknowledged":true,"index":%q}`, name))
+	case r.Method == "POST" && path == "_bulk":
+		if r.Header.Get("Content-Type") != "application/x-ndjson" {
+			reply(406, `{"error":"Content-Type header is not supported"}`)
+			return
+		}
+		f.bulk(w, b)
+	case r.Method == "POST" && op == "_refresh":
+		if _, ok := f.indexes[name]; !ok {
+			w.WriteHeader(404)
+			w.Write(estest.IndexNotFound(name))
+			return
+		}
+		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
+	case r.Method == "GET" && op == "_count":
+		ix, ok := f.indexes[name]
+		if !ok {
+			w.WriteHeader(404)
+			w.Write(estest.IndexNotFound(name))
+			return
+		}
+		reply(200, fmt.Sprintf(`{"count":%d,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0}}`, len(ix.ids)-f.lose))
+	default:
+		reply(405, `{"error":"unexpected request"}`)
+	}
+}
+
+func (f *fakeES) bulk(w http.ResponseWriter, b []byte) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	var items []string
+	failed := false
+	for sc.Scan() {
+		var action map[string]struct {
+			Index string `json:"_index"`
+			ID    string `json:"_id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &action); err != nil || len(action) != 1 {
+			f.t.Errorf("bulk action line %q: %v", sc.Text(), err)
+			w.WriteHeader(400)
+			return
+		}
+		a, ok := action["index"]
+		if !ok || !sc.Scan() {
+			f.t.Errorf("bulk: want index actions, each followed by a source: %v", action)
+			w.WriteHeader(400)
+			return
+		}
+		ix := f.indexes[a.Index]
+		switch {
+		case ix == nil:
+			f.t.Errorf("bulk into %s, which the seed did not create", a.Index)
+			w.WriteHeader(400)
+			return
+		case f.refuse[a.ID]:
+			failed = true
+			items = append(items, fmt.Sprintf(`{"index":{"_index":%q,"_id":%q,"status":400,"error":{"type":"document_parsing_exception","reason":"[1:2] failed to parse"}}}`, a.Index, a.ID))
+			continue
+		}
+		if slices.Contains(ix.ids, a.ID) {
+			f.t.Errorf("bulk: %s indexed twice in %s", a.ID, a.Index)
+		}
+		ix.ids = append(ix.ids, a.ID)
+		ix.docs = append(ix.docs, slices.Clone(sc.Bytes()))
+		items = append(items, fmt.Sprintf(`{"index":{"_index":%q,"_id":%q,"_version":1,"result":"created","status":201}}`, a.Index, a.ID))
+	}
+	fmt.Fprintf(w, `{"took":3,"errors":%t,"items":[%s]}`, failed, strings.Join(items, ","))
+}
+
+// state is what the fake holds: per index, its create body and documents.
+func (f *fakeES) state() map[string]fakeIndex {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]fakeIndex{}
+	for k, v := range f.indexes {
+		out[k] = *v
+	}
+	return out
+}
+
+func seedES(t *testing.T, f *fakeES, prefix string) (string, error) {
+	t.Helper()
+	var log syncBuffer
+	err := run(t.Context(), []string{"-targets", "elastic", "-wait", "10s"},
+		envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", prefix), &log)
+	return log.String(), err
+}
+
+// The seed creates one index per search collection with the mappings of
+// sources/elastic and indexes the sample in it as Superdesk does; doing
+// it again gives the same state.
+func TestSeedElastic(t *testing.T) {
+	t.Parallel()
+	f := newFakeES(t)
+	log, err := seedES(t, f, "newsroom")
+	if err != nil {
+		t.Fatalf("seed: %v\n%s", err, log)
+	}
+	first := f.state()
+	docs := sampleDocs(t)
+	mappings := essrc.IndexMappings()
+	var names []string
+	for _, c := range []string{"archive", "assignments", "contacts", "events", "planning"} {
+		name := "newsroom_" + c
+		names = append(names, name)
+		ix, ok := first[name]
+		if !ok {
+			t.Errorf("no index %s", name)
+			continue
+		}
+		if !bytes.Equal(ix.body, mappings[c]) {
+			t.Errorf("%s was created with %s, want IndexMappings()[%q]", name, ix.body, c)
+		}
+		if !slices.IsSorted(ix.ids) {
+			t.Errorf("%s: documents not indexed in _id order: %v", name, ix.ids)
+		}
+		// Each _source is the document less _id, plus _resource.
+		var got, want []string
+		for i, src := range ix.docs {
+			d := decodeDoc(t, src)
+			if r, _ := d.Get("_resource"); r != c {
+				t.Errorf("%s %s: _resource %v, want %s", name, ix.ids[i], r, c)
+			}
+			if d.Has("_id") {
+				t.Errorf("%s %s: _source holds _id", name, ix.ids[i])
+			}
+			d.Delete("_resource")
+			d.Set("_id", ix.ids[i])
+			got = append(got, string(sources.AppendCanonicalJSON(nil, d)))
+		}
+		for _, d := range docs[c] {
+			want = append(want, string(sources.AppendCanonicalJSON(nil, d)))
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("%s documents (-indexed +sample):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(sortedKeys(first), names); diff != "" {
+		t.Errorf("indexes (-got +want):\n%s", diff)
+	}
+	if !strings.Contains(log, `"msg":"elastic: index loaded","index":"newsroom_archive","documents":41`) {
+		t.Errorf("log:\n%s", log)
+	}
+
+	f.mu.Lock()
+	f.requests = nil
+	f.mu.Unlock()
+	if log, err := seedES(t, f, "newsroom"); err != nil {
+		t.Fatalf("second seed: %v\n%s", err, log)
+	}
+	if diff := cmp.Diff(f.state(), first, cmp.AllowUnexported(fakeIndex{})); diff != "" {
+		t.Errorf("seeding again changed the state (-second +first):\n%s", diff)
+	}
+	f.mu.Lock()
+	requests := slices.Clone(f.requests)
+	f.mu.Unlock()
+	if diff := cmp.Diff(requests[:6], []string{"GET /_cluster/health", "DELETE /newsroom_archive", "PUT /newsroom_archive",
+		"POST /_bulk", "POST /newsroom_archive/_refresh", "GET /newsroom_archive/_count"}); diff != "" {
+		t.Errorf("requests (-got +want):\n%s", diff)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func decodeDoc(t *testing.T, b []byte) *sources.Doc {
+	t.Helper()
+	v, err := sources.DecodeJSON(b, sources.DecodeOptions{Strict: true})
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	d, ok := v.(*sources.Doc)
+	if !ok {
+		t.Fatalf("%s is not a document", b)
+	}
+	return d
+}
+
+// Refused documents and a short count fail the seed, saying which.
+func TestSeedElasticFailures(t *testing.T) {
+	t.Parallel()
+	f := newFakeES(t)
+	f.refuse["6af58e98957184d45484e9b5"] = true
+	_, err := seedES(t, f, "superdesk")
+	if err == nil || !strings.Contains(err.Error(), "superdesk_assignments: bulk: 1 documents refused: 6af58e98957184d45484e9b5 (400)") {
+		t.Errorf("a refused document: %v", err)
+	}
+	f = newFakeES(t)
+	f.lose = 1
+	_, err = seedES(t, f, "superdesk")
+	if err == nil || !strings.Contains(err.Error(), "superdesk_archive: count: 40 documents indexed, want 41") {
+		t.Errorf("a lost document: %v", err)
+	}
+	f = newFakeES(t)
+	f.srv.Close()
+	var log syncBuffer
+	err = run(t.Context(), []string{"-targets", "elastic", "-wait", "1ms"}, envOf("ELASTICSEARCH_URL", f.srv.URL), &log)
+	if err == nil || !strings.Contains(err.Error(), "elastic did not answer within 1ms") {
+		t.Errorf("no server: %v", err)
+	}
+}
+
+// What the seed indexes reads back through the Elasticsearch adapter as
+// the sandbox answers: every search resource's default list, complete.
+func TestSeededIndexesReadAsTheSandbox(t *testing.T) {
+	t.Parallel()
+	f := newFakeES(t)
+	if log, err := seedES(t, f, "superdesk"); err != nil {
+		t.Fatalf("seed: %v\n%s", err, log)
+	}
+	indexed := map[string][]*sources.Doc{}
+	for name, ix := range f.state() {
+		c := strings.TrimPrefix(name, "superdesk_")
+		for i, src := range ix.docs {
+			d := decodeDoc(t, src)
+			d.Set("_id", ix.ids[i])
+			indexed[c] = append(indexed[c], d)
+		}
+	}
+	es := estest.New(t, estest.Options{Docs: indexed})
+	client, err := elasticsearch.NewClient(essrc.Config(es.URL, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := essrc.New(client, essrc.Options{Index: "superdesk"})
+	sb, err := sandbox.Sample(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sources.Resources() {
+		if !r.Search {
+			continue
+		}
+		var sort []any
+		for _, k := range r.DefaultSort {
+			order := "asc"
+			if k.Desc {
+				order = "desc"
+			}
+			sort = append(sort, sources.D(k.Field, sources.D("order", order)))
+		}
+		q := &sources.Query{Resource: r, Page: 1, MaxResults: 500,
+			Search: sources.D("query", sources.D("match_all", sources.NewDoc()), "sort", sort, "size", int64(500), "track_total_hits", int64(10000))}
+		got, err := store.Find(t.Context(), q)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Name, err)
+		}
+		want, err := sb.Find(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(canonical(got.Docs), canonical(want.Docs)); diff != "" || got.Total != want.Total {
+			t.Errorf("%s: total %d, sandbox %d; documents in order (-elastic +sandbox):\n%s", r.Name, got.Total, want.Total, diff)
+		}
+	}
+}
+
+func canonical(docs []*sources.Doc) []string {
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = string(sources.AppendCanonicalJSON(nil, d))
+	}
+	return out
+}

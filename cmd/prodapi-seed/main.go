@@ -1,0 +1,58 @@
+// Command prodapi-seed loads a newsroom (by default the bundled sample,
+// sources/sandbox/sample) into a real platform, so that prodapi over
+// MongoDB, Elasticsearch and object storage answers as `make run` does
+// over the sandbox. compose.yaml runs it once, before prodapi starts.
+//
+// Usage:
+//
+//	prodapi-seed [-wait 120s] [-data sample|DIR] [-targets mongo,elastic,s3]
+//
+// It reads the variables prodapi reads, with the same defaults (config
+// package): MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX and the
+// OBJSTORE_* settings. It waits up to -wait for each server, then:
+//
+//   - MongoDB: every collection of sources.Collections is dropped and, when
+//     the newsroom has it, inserted again, each document as the sandbox
+//     decodes it (ObjectIds, datetimes, integers as int32 when they fit);
+//     every file of assets/ goes into the GridFS bucket "fs" as
+//     Superdesk's GridFS storage wrote it: _id the ObjectId of the file
+//     name's 24-hex stem (the stem string otherwise), filename,
+//     top-level contentType and md5, uploadDate the time the sandbox
+//     reports for the file.
+//   - Elasticsearch: for each search collection (archive, contacts, events,
+//     planning, assignments) the index <ELASTICSEARCH_INDEX>_<collection> is
+//     deleted and created with the settings and mappings of
+//     sources/elastic (IndexMappings), then its documents are bulk-indexed
+//     as Superdesk indexes them: _id the document's id as a string, _source
+//     the document without _id (datetimes as 2006-01-02T15:04:05+0000,
+//     ObjectIds as hex) plus _resource, the collection. Documents are sent
+//     in ascending _id order, so that Elasticsearch breaks sort ties as
+//     the sandbox does. Each index is refreshed and its count checked.
+//   - Object storage, when OBJSTORE_CONTAINER_NAME is set: the bucket is
+//     created if missing and every assets/ file is put under the key
+//     prodapi reads it from (objstore: "<24 hex>.<ext>" is the key
+//     "<24 hex>"; other names are themselves), below
+//     OBJSTORE_S3_SUBFOLDER, with its content type and the "filename"
+//     user metadata.
+//
+// Running it again gives the same state. It logs JSON lines to stderr and
+// exits 1 on the first failure.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("seeding failed", "error", err.Error())
+		stop()
+		os.Exit(1)
+	}
+}

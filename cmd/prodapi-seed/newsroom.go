@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/sandbox"
+)
+
+// A newsroom is what the seed loads: documents by collection, as the
+// sandbox decodes them, and media files with the metadata the sandbox
+// serves them with.
+type newsroom struct {
+	colls  map[string][]*sources.Doc // by collection, in file order; absent files are absent keys
+	assets []asset                   // in path order
+}
+
+// An asset is one file of assets/.
+type asset struct {
+	name        string // path under assets/, "/"-separated: the media id
+	data        []byte
+	contentType string
+	md5         string    // hex, of data
+	modified    time.Time // what the sandbox answers as Last-Modified
+}
+
+// loadNewsroom reads fsys as the sandbox does (sandbox.Load validates it:
+// ids, duplicates, JSON), then decodes the collections the same way and
+// takes each asset's type, md5 and time from the sandbox, so that the
+// platform holds what the sandbox serves.
+func loadNewsroom(ctx context.Context, fsys fs.FS) (*newsroom, error) {
+	sb, err := sandbox.Load(fsys, sandbox.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	room := &newsroom{colls: map[string][]*sources.Doc{}}
+	for _, c := range sources.Collections {
+		data, err := fs.ReadFile(fsys, c+".json")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("seed: %w", err)
+		}
+		v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+		if err != nil {
+			return nil, fmt.Errorf("seed: %s.json: %w", c, err)
+		}
+		list, _ := v.([]any) // sandbox.Load checked the shape
+		docs := make([]*sources.Doc, len(list))
+		for i, e := range list {
+			docs[i] = e.(*sources.Doc)
+		}
+		room.colls[c] = docs
+	}
+	err = fs.WalkDir(fsys, "assets", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "assets" && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() {
+			return nil
+		}
+		name := p[len("assets/"):]
+		a, err := sb.Asset(ctx, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		defer a.Content.Close()
+		data, err := io.ReadAll(a.Content)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		room.assets = append(room.assets, asset{name: name, data: data, contentType: a.ContentType, md5: a.MD5, modified: a.Modified})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("seed: assets: %w", err)
+	}
+	return room, nil
+}
+
+// counts is the number of documents per collection, for the log.
+func (r *newsroom) counts() map[string]int {
+	m := make(map[string]int, len(r.colls))
+	for c, docs := range r.colls {
+		m[c] = len(docs)
+	}
+	return m
+}
+
+// baseName is the file name of an asset, without its folders.
+func (a asset) baseName() string { return path.Base(a.name) }
