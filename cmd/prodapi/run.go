@@ -40,6 +40,8 @@ func run(ctx context.Context, e env) error {
 		return serve(ctx, e, args)
 	case "token":
 		return mintToken(e, args)
+	case "healthcheck":
+		return healthcheck(ctx, e, args)
 	case "help":
 		fmt.Fprintln(e.stdout, usage)
 		return nil
@@ -50,7 +52,8 @@ func run(ctx context.Context, e env) error {
 const usage = `usage:
   prodapi [serve] [-addr host:port]     serve the API (configured by environment variables)
   prodapi token -scope SCOPE[,SCOPE...] [-ttl 1h] [-client-id ID]
-                                        print a token signed with AUTH_SERVER_SHARED_SECRET`
+                                        print a token signed with AUTH_SERVER_SHARED_SECRET
+  prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]   exit 0 when /readyz answers 200 within 2s`
 
 func serve(ctx context.Context, e env, args []string) error {
 	cfg, err := config.Load(e.getenv)
