@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// passEnv are the variables of the harness's environment a subprocess
+// keeps; everything else, PRODAPI_* and REDIS_URL included, is set by the
+// scenario alone.
+var passEnv = []string{"PATH", "HOME", "TMPDIR", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG"}
+
+func subprocessEnv(vars map[string]string) []string {
+	var env []string
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// A proc is a subprocess the harness started.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited and was reaped
+	err    error         // cmd.Wait's result, set before exited closes
+}
+
+func startProc(cmd *exec.Cmd) (*proc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { // ends when the process exits
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM, and SIGKILL if the process has not exited after
+// grace; it returns the process's exit error (nil for a clean exit).
+func (p *proc) stop(grace time.Duration) error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("did not exit within %s of SIGTERM: killed", grace)
+	}
+}
+
+// A prodapiProc is prodapi serving on a loopback port, its log (stderr,
+// one JSON line per request) going to a file.
+type prodapiProc struct {
+	*proc
+	name    string
+	base    string // http://127.0.0.1:port
+	logPath string
+	client  *http.Client // for /metrics and captures
+}
+
+// listeningOn finds the address in what prodapi prints on stdout in
+// sandbox mode: "... (listening on 127.0.0.1:port)".
+var listeningOn = regexp.MustCompile(`\(listening on ([^)]+)\)`)
+
+// startProdapi starts the binary on 127.0.0.1:0 with the sample newsroom,
+// the harness's secret and vars.
+func (h *harness) startProdapi(name string, vars map[string]string) (*prodapiProc, error) {
+	all := map[string]string{
+		"PRODAPI_SANDBOX":           "sample",
+		"AUTH_SERVER_SHARED_SECRET": h.secret,
+		"PRODAPI_SANDBOX_LATENCY":   h.o.latency.String(),
+	}
+	maps.Copy(all, vars)
+	logPath := filepath.Join(h.dir, "prodapi-"+name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(h.o.prodapi, "-addr", "127.0.0.1:0")
+	cmd.Env = subprocessEnv(all)
+	cmd.Stderr = logFile
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", h.o.prodapi, err)
+	}
+	addr := make(chan string, 1)
+	go func() { // ends when prodapi closes its stdout, at exit
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := listeningOn.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		h.progress("prodapi %s listening on %s (%s)", name, a, describeVars(vars))
+		return &prodapiProc{proc: p, name: name, base: "http://" + a, logPath: logPath, client: newClient(4)}, nil
+	case <-p.exited:
+		log, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("prodapi %s exited at start: %v\n%s", name, p.err, tail(log, 2000))
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		return nil, fmt.Errorf("prodapi %s printed no address within 30s", name)
+	}
+}
+
+func describeVars(vars map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		parts = append(parts, k+"="+vars[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// shutdown stops prodapi and reports a failed exit.
+func (p *prodapiProc) shutdown() error {
+	if err := p.stop(15 * time.Second); err != nil {
+		return fmt.Errorf("prodapi %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// counters are prodapi's own counts, from /metrics.
+type counters struct {
+	queries  float64            // prodapi_source_queries_total, summed
+	outcomes map[string]float64 // prodapi_cache_requests_total by outcome, over resources
+}
+
+func (p *prodapiProc) counters(ctx context.Context) (counters, error) {
+	c := counters{outcomes: map[string]float64{}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	res, err := p.client.Do(req)
+	if err != nil {
+		return c, err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		series, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(value, 64)
+		switch {
+		case strings.HasPrefix(series, "prodapi_source_queries_total{"):
+			c.queries += v
+		case strings.HasPrefix(series, "prodapi_cache_requests_total{"):
+			if _, o, ok := strings.Cut(series, `outcome="`); ok {
+				c.outcomes[strings.TrimSuffix(o, `"}`)] += v
+			}
+		}
+	}
+	return c, sc.Err()
+}
+
+func (p *prodapiProc) sourceQueries(ctx context.Context) (float64, error) {
+	c, err := p.counters(ctx)
+	return c.queries, err
+}
+
+// A redisProc is a redis-server on a free loopback port, without
+// persistence.
+type redisProc struct {
+	*proc
+	port   string
+	client *redis.Client
+}
+
+func startRedis(ctx context.Context, path, dir string) (*redisProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	p, err := startProc(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("starting redis-server: %w", err)
+	}
+	r := &redisProc{proc: p, port: port, client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.client.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			r.stop()
+			return nil, errors.New("redis-server did not answer PING within 10s")
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("redis-server exited at start: %v", p.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return r, nil
+}
+
+// url is the REDIS_URL of database db.
+func (r *redisProc) url(db int) string { return "redis://127.0.0.1:" + r.port + "/" + strconv.Itoa(db) }
+
+func (r *redisProc) stop() {
+	r.client.Close()
+	r.cmd.Process.Kill()
+	<-r.exited
+}
+
+// gets reads how many GETs Redis has served (INFO commandstats).
+func (r *redisProc) gets(ctx context.Context) (float64, error) {
+	info, err := r.client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_get:calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			return strconv.ParseFloat(n, 64)
+		}
+	}
+	return 0, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// A captured response is what prodapi answered for a request target, as
+// the bare server replays it.
+type captured struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+}
+
+// A bareSet is a bare server's whole content: a response per target,
+// and the one it gives any other target (the misses' shape).
+type bareSet struct {
+	Responses map[string]*captured `json:"responses"`
+	Fallback  string               `json:"fallback"`
+}
+
+// A bareProc is the bare server: this same program, started with -bare,
+// in its own process as prodapi is, so that neither shares the load
+// generator's runtime (its scheduler and garbage collector).
+type bareProc struct {
+	*proc
+	base string
+}
+
+func (h *harness) startBare(name string, set *bareSet) (*bareProc, error) {
+	if set.Responses[set.Fallback] == nil {
+		return nil, errors.New("the bare server's fallback target was not captured")
+	}
+	path := filepath.Join(h.dir, "bare-"+name+".json")
+	b, err := json.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-bare", path)
+	cmd.Env = subprocessEnv(nil)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(cmd)
+	if err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		p.stop(time.Second)
+		return nil, fmt.Errorf("bare server: %w", err)
+	}
+	go io.Copy(io.Discard, out) // ends when the process exits
+	return &bareProc{proc: p, base: "http://" + strings.TrimSpace(line)}, nil
+}
+
+// serveBare is the -bare mode: a plain net/http server (its defaults,
+// no timeouts) whose handler is a map lookup and a write of the captured
+// headers and body. It prints its address, then serves until SIGTERM.
+func serveBare(ctx context.Context, path string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var set bareSet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return err
+	}
+	fallback := set.Responses[set.Fallback]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res := set.Responses[r.RequestURI]
+		if res == nil {
+			res = fallback
+		}
+		maps.Copy(w.Header(), res.Header)
+		w.WriteHeader(res.Status)
+		w.Write(res.Body)
+	})}
+	fmt.Fprintln(stdout, ln.Addr().String())
+	go func() { // ends when the harness stops this process
+		<-ctx.Done()
+		hs.Close()
+	}()
+	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
