@@ -32,6 +32,11 @@ integration:
 	docker compose up -d --build --wait
 	PRODAPI_INTEGRATION=1 $(GO) test -race -count=1 ./... ; status=$$?; docker compose down; exit $$status
 
+## bench: the load harness against a fresh build (about 80s on 2 cores; redis-server on PATH for the
+## Redis scenarios); BENCHFLAGS passes flags, e.g. BENCHFLAGS='-scenarios hit-local -rounds 10'. See BENCHMARKS.md
+bench: build
+	$(GO) run ./cmd/prodapi-bench -prodapi bin/prodapi $(BENCHFLAGS)
+
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
