@@ -31,6 +31,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		api("/", s.getHome)
 		api("/assets/*", s.getAsset)
+		doc := s.openAPI()
+		api("/openapi.json", doc)
+		api("/openapi.json/", doc)
 		for _, res := range resources() {
 			list, detail := s.getList(res), s.getDetail(res)
 			api("/"+res.Name, list)
