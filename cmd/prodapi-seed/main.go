@@ -41,6 +41,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -50,7 +52,11 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage was printed
+	}
+	if err != nil {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("seeding failed", "error", err.Error())
 		stop()
 		os.Exit(1)

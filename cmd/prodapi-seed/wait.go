@@ -34,7 +34,9 @@ func (w waiter) until(ctx context.Context, name string, probe func(context.Conte
 	deadline := time.Now().Add(w.wait)
 	delay := firstRetry
 	for attempt := 1; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// Each try within what is left of the wait (but long enough to
+		// get an answer), and at most a few seconds.
+		pctx, cancel := context.WithTimeout(ctx, min(5*time.Second, max(time.Until(deadline), 500*time.Millisecond)))
 		err := probe(pctx)
 		cancel()
 		if err == nil {
