@@ -16,7 +16,8 @@ const defaultMaxResults = 25
 // original, values are the canonical ones (so equivalent requests get the
 // same links and share cache entries) and are percent-encoded (so the
 // links are URLs a client can follow); unknown parameters are dropped.
-// projection is never echoed, as in Eve.
+// projection is echoed too (Eve dropped it, so following "next" lost the
+// fields a client had asked for).
 func querydef(q *sources.Query, page int) string {
 	var b strings.Builder
 	add := func(name, value string) {
@@ -39,9 +40,7 @@ func querydef(q *sources.Query, page int) string {
 		add("page", strconv.Itoa(page))
 	}
 	for _, p := range rest {
-		if p.Name != "projection" {
-			add(p.Name, p.Value)
-		}
+		add(p.Name, p.Value)
 	}
 	return b.String()
 }

@@ -5,8 +5,6 @@ import (
 	"compress/gzip"
 	_ "embed"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -22,12 +20,11 @@ var openAPIDocument string
 // the served copy names the configured prefix instead.
 const openAPIServerURL = "http://localhost:5500/prodapi/v1"
 
-// openAPIDocumentFor returns the document with its server URL on prefix
-// ("/prodapi/v1", "/api/news/v1").
-func openAPIDocumentFor(prefix string) []byte {
+// openAPIDocumentFor returns the document with its server URL replaced
+// by the service's ("https://news.example/api/news/v1").
+func openAPIDocumentFor(serverURL string) []byte {
 	old := sources.AppendJSONString(nil, openAPIServerURL)
-	url := sources.AppendJSONString(nil, strings.TrimSuffix(openAPIServerURL, "/prodapi/v1")+prefix)
-	return bytes.Replace([]byte(openAPIDocument), old, url, 1)
+	return bytes.Replace([]byte(openAPIDocument), old, sources.AppendJSONString(nil, serverURL), 1)
 }
 
 // openAPI serves the description at <prefix>/v1/openapi.json. It needs no
@@ -35,33 +32,14 @@ func openAPIDocumentFor(prefix string) []byte {
 // publicly for five minutes, and is gzipped when the client allows it.
 // The body and its gzipped form are computed once, here.
 func (s *Server) openAPI() handlerFunc {
-	doc := openAPIDocumentFor(s.prefix)
-	etag := etagOf(doc)
+	doc := openAPIDocumentFor(s.baseURL + s.prefix)
 	var zipped bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestCompression) // the level is valid
 	zw.Write(doc)
 	zw.Close()
-	gz := zipped.Bytes()
+	rep := &sources.Representation{Body: doc, Gzip: zipped.Bytes(), ETag: etagOf(doc), Total: -1}
 	return func(w http.ResponseWriter, r *http.Request) error {
-		h := w.Header()
-		h.Set("Cache-Control", "public, max-age=300")
-		h.Set("Vary", "Accept-Encoding")
-		h.Set("ETag", etag)
-		if inm := r.Header.Get("If-None-Match"); inm != "" && matchesETag(inm, etag) {
-			w.WriteHeader(http.StatusNotModified)
-			return nil
-		}
-		body := doc
-		if acceptsGzip(r) {
-			body = gz
-			h.Set("Content-Encoding", "gzip")
-		}
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			w.Write(body)
-		}
+		s.writeBody(w, r, rep, "public, max-age=300")
 		return nil
 	}
 }

@@ -117,10 +117,10 @@ func TestRenderListLinks(t *testing.T) {
 		{name: "middle", page: 2, max: 1, total: 3,
 			params: []sources.Param{{Name: "where", Value: `{"name":"a b&c"}`}, {Name: "sort", Value: `[["name",-1]]`}, {Name: "projection", Value: `{"x":1}`}, {Name: "q", Value: "x+y"}},
 			want: `{"parent":{"title":"home","href":"/"},` +
-				`"self":{"title":"desks","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=2&q=x%2By"},` +
-				`"next":{"title":"next page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&q=x%2By"},` +
-				`"last":{"title":"last page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&q=x%2By"},` +
-				`"prev":{"title":"previous page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&q=x%2By"}}`},
+				`"self":{"title":"desks","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=2&projection=%7B%22x%22:1%7D&q=x%2By"},` +
+				`"next":{"title":"next page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&projection=%7B%22x%22:1%7D&q=x%2By"},` +
+				`"last":{"title":"last page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&page=3&projection=%7B%22x%22:1%7D&q=x%2By"},` +
+				`"prev":{"title":"previous page","href":"desks?max_results=1&where=%7B%22name%22:%22a%20b%26c%22%7D&sort=%5B%5B%22name%22,-1%5D%5D&projection=%7B%22x%22:1%7D&q=x%2By"}}`},
 		{name: "past the end", page: 9, max: 25, total: 3,
 			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?page=9"},"prev":{"title":"previous page","href":"desks?page=8"}}`},
 		{name: "saturated total", page: 2, max: 25, total: 10000,

@@ -40,17 +40,30 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
 		return
 	}
+	if rep.Total >= 0 {
+		h.Set("X-Total-Count", strconv.Itoa(rep.Total))
+	}
+	s.writeBody(w, r, rep, "private")
+}
+
+// writeBody writes a 200 JSON body with its validators: the gzip coding
+// when the client takes it and the producer has it, a 304 when a
+// validator matches.
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.Representation, cacheControl string) {
+	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "private")
+	h.Set("Cache-Control", cacheControl)
 	h.Set("Vary", "Accept-Encoding")
+	zipped := rep.Gzip != nil && acceptsGzip(r)
 	if rep.ETag != "" {
-		h.Set("ETag", rep.ETag)
+		etag := rep.ETag
+		if zipped {
+			etag = gzipETag(etag)
+		}
+		h.Set("ETag", etag)
 	}
 	if !rep.LastModified.IsZero() {
 		h.Set("Last-Modified", rep.LastModified.UTC().Format(http.TimeFormat))
-	}
-	if rep.Total >= 0 {
-		h.Set("X-Total-Count", strconv.Itoa(rep.Total))
 	}
 	if notModified(r, rep) {
 		h.Del("Content-Type")
@@ -59,7 +72,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 	}
 
 	body := rep.Body
-	if rep.Gzip != nil && acceptsGzip(r) {
+	if zipped {
 		body = rep.Gzip
 		h.Set("Content-Encoding", "gzip")
 	} else if body == nil && rep.Gzip != nil {
@@ -74,6 +87,15 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 	if r.Method != http.MethodHead {
 		w.Write(body)
 	}
+}
+
+// gzipETag is the validator of a body's gzip coding: strong validators
+// differ per content coding (RFC 9110 §8.8.3), as Apache marks them.
+func gzipETag(etag string) string {
+	if strings.HasSuffix(etag, `"`) {
+		return etag[:len(etag)-1] + `-gzip"`
+	}
+	return etag
 }
 
 // notModified evaluates If-None-Match (weak comparison, any tag of the
@@ -93,11 +115,14 @@ func notModified(r *http.Request, rep *sources.Representation) bool {
 	return false
 }
 
+// matchesETag reports whether an If-None-Match list names the
+// representation, in either content coding (weak comparison).
 func matchesETag(header, etag string) bool {
 	want := strings.TrimPrefix(etag, "W/")
+	wantGzip := gzipETag(want)
 	for tag := range strings.SplitSeq(header, ",") {
-		tag = strings.TrimSpace(tag)
-		if tag == "*" || strings.TrimPrefix(tag, "W/") == want {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || tag == want || tag == wantGzip {
 			return true
 		}
 	}

@@ -19,7 +19,10 @@ import (
 type Options struct {
 	// Prefix is PRODAPI_URL_PREFIX: the API is served at /<Prefix>/v1.
 	Prefix string
-	Auth   AuthOptions
+	// BaseURL is PRODAPI_URL, the service's public URL, named in the
+	// served OpenAPI document; empty means http://localhost:5500.
+	BaseURL string
+	Auth    AuthOptions
 	// Assets serves /assets/<media_id>; nil answers 404.
 	Assets sources.AssetStore
 	// Checks are probed by /readyz.
@@ -50,6 +53,7 @@ type Server struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	prefix  string
+	baseURL string
 
 	home, homeETag []byte
 	requests       *sources.Counter
@@ -67,6 +71,10 @@ func New(load sources.Loader, opts Options) *Server {
 		logger:  opts.Logger,
 		now:     opts.Now,
 		prefix:  "/" + strings.Trim(opts.Prefix, "/") + "/v1",
+		baseURL: strings.TrimRight(opts.BaseURL, "/"),
+	}
+	if s.baseURL == "" {
+		s.baseURL = "http://localhost:5500"
 	}
 	if opts.Prefix == "" {
 		s.prefix = "/prodapi/v1"

@@ -109,7 +109,8 @@ func serve(ctx context.Context, e env, args []string) error {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
 	}
 	srv := server.New(c, server.Options{
-		Prefix: cfg.URLPrefix,
+		Prefix:  cfg.URLPrefix,
+		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
 			Audience: cfg.Audience},
 		Assets:  assets,
