@@ -86,9 +86,16 @@ func TestIntegrationStack(t *testing.T) {
 					Checks map[string]string
 				}
 				json.Unmarshal(body, &ready)
-				want := map[string]string{"mongo": "ok", "elastic": "ok", "redis": "ok"}
-				if status != 200 || ready.Status != "ready" || !gocmp.Equal(ready.Checks, want) {
-					t.Errorf("GET /readyz: %d %s; want 200, ready, with %v", status, body, want)
+				// Every backend answers: these three at least, and any other.
+				allOK := len(ready.Checks) > 0
+				for _, c := range []string{"mongo", "elastic", "redis"} {
+					allOK = allOK && ready.Checks[c] == "ok"
+				}
+				for _, state := range ready.Checks {
+					allOK = allOK && state == "ok"
+				}
+				if status != 200 || ready.Status != "ready" || !allOK {
+					t.Errorf("GET /readyz: %d %s; want 200, ready, with mongo, elastic and redis ok", status, body)
 				}
 			})
 
