@@ -7,6 +7,8 @@
 //	prodapi [serve] [-addr host:port]   serve the API (the default)
 //	prodapi token -scope ARCHIVE_READ,DESKS_READ [-ttl 1h] [-client-id id]
 //	                                    print a token signed with AUTH_SERVER_SHARED_SECRET
+//	prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
+//	                                    exit 0 when the service is ready (for container health checks)
 //
 // Configuration comes from environment variables; see the README.
 package main
