@@ -68,6 +68,9 @@ func (r *report) markdown() string {
 				ms(res.bare.percentile(0.50)), ms(res.bare.percentile(0.99)),
 				failed, res.queries, outcomes)
 		}
+		if o.rate > 0 {
+			b.WriteString("\nOpen loop: both servers were offered the same rate, so the ratio only says whether prodapi kept up; compare the latencies.\n")
+		}
 		b.WriteString("\n")
 		for _, res := range r.results {
 			fmt.Fprintf(&b, "- **%s**: %s.\n", res.name, res.what)
