@@ -213,5 +213,18 @@ func (h *harness) run(ctx context.Context) (*report, error) {
 		}
 	}
 	rep.finish()
+	for _, s := range rep.stampedes {
+		if !s.ok() {
+			errs = append(errs, fmt.Errorf("stampede (%s): %.0f backend queries, want %.0f", s.describe(), s.queries, float64(s.keys)*s.loadCost))
+		}
+	}
+	if rep.sigterm != nil && !rep.sigterm.passed() {
+		errs = append(errs, errors.New("SIGTERM under load: see the report"))
+	}
+	for _, res := range rep.results {
+		if n := res.prod.failed() + res.bare.failed(); n > 0 {
+			errs = append(errs, fmt.Errorf("%s: %d requests failed", res.name, n))
+		}
+	}
 	return rep, errors.Join(errs...)
 }
