@@ -122,8 +122,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer h.close()
 	rep, err := h.run(ctx)
+	h.close(err != nil)
 	if rep != nil {
 		text := rep.markdown()
 		fmt.Fprint(stdout, text)
@@ -150,9 +150,9 @@ type harness struct {
 }
 
 func newHarness(ctx context.Context, o options, log io.Writer) (*harness, error) {
-	var b [16]byte
+	var b [19]byte
 	rand.Read(b[:])
-	h := &harness{o: o, log: log, secret: hex.EncodeToString(b[:]), runID: hex.EncodeToString(b[:3]), started: time.Now()}
+	h := &harness{o: o, log: log, secret: hex.EncodeToString(b[:16]), runID: hex.EncodeToString(b[16:]), started: time.Now()}
 	tok, err := server.MintToken([]byte(h.secret), "prodapi-bench", sources.AllScopes, 24*time.Hour, time.Now())
 	if err != nil {
 		return nil, err
@@ -163,19 +163,24 @@ func newHarness(ctx context.Context, o options, log io.Writer) (*harness, error)
 	}
 	if o.redisServer != "" {
 		if h.redis, err = startRedis(ctx, o.redisServer, h.dir); err != nil {
-			h.close()
+			h.close(false)
 			return nil, err
 		}
 	}
 	return h, nil
 }
 
-// close stops Redis and removes the scratch directory.
-func (h *harness) close() {
+// close stops Redis and removes the scratch directory, or, to keep
+// prodapi's logs for a look, names it.
+func (h *harness) close(keep bool) {
 	if h.redis != nil {
 		h.redis.stop()
 	}
-	if h.dir != "" {
+	switch {
+	case h.dir == "":
+	case keep:
+		h.progress("logs and captured responses kept in %s", h.dir)
+	default:
 		os.RemoveAll(h.dir)
 	}
 }

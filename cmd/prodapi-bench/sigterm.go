@@ -30,6 +30,9 @@ import (
 // never accepted: a client retries it elsewhere, as a load balancer does
 // when a replica goes away. Go's client already resends a GET whose
 // keep-alive connection the server closed as idle before reading it.
+// All of this holds when prodapi drained (exit status 0 and its "stopped"
+// line); when it did not, every failed request without a log line counts
+// as lost.
 type sigtermResult struct {
 	sent       int
 	inFlight   int // started before SIGTERM, finished after it
@@ -124,6 +127,12 @@ func (h *harness) sigterm(ctx context.Context, p *prodapiProc, mix []string, new
 		return nil, err
 	}
 	r.stopped = stopped
+	// Only a drained exit vouches for requests without a log line: then
+	// Shutdown waited for every connection that had started reading a
+	// request. Otherwise a handler may have been cut before it logged
+	// (and Go's client may have resent its GET into a refused connect),
+	// so every failed request without a log line counts as lost.
+	drained := r.exitErr == nil && r.stopped
 	for _, recs := range records {
 		for _, rec := range recs {
 			r.sent++
@@ -141,6 +150,8 @@ func (h *harness) sigterm(ctx context.Context, p *prodapiProc, mix []string, new
 				r.ok++
 			case rec.err == nil:
 				r.lost = append(r.lost, fmt.Sprintf("%s: answered %d", rec.id, rec.status))
+			case len(statuses) == 0 && !drained:
+				r.lost = append(r.lost, fmt.Sprintf("%s: %v, no log line, and prodapi did not drain", rec.id, rec.err))
 			case errors.Is(rec.err, syscall.ECONNREFUSED) && len(statuses) == 0:
 				r.refused++
 			case len(statuses) == 0:
