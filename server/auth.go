@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,14 +41,6 @@ type Claims struct {
 // Has reports whether the claims carry scope, by exact membership.
 func (c *Claims) Has(scope string) bool { return slices.Contains(c.Scopes, scope) }
 
-type claimsKey struct{}
-
-// ClaimsFrom returns the claims of the request's verified token.
-func ClaimsFrom(ctx context.Context) (*Claims, bool) {
-	c, ok := ctx.Value(claimsKey{}).(*Claims)
-	return c, ok
-}
-
 // tokenClaims is the JWT payload as Superdesk's auth server issues it:
 // iss, iat, exp, client_id and scope (a list).
 type tokenClaims struct {
@@ -59,17 +49,21 @@ type tokenClaims struct {
 	Scope    json.RawMessage `json:"scope,omitempty"`
 }
 
-// authenticator verifies tokens. Verified tokens are remembered (by a hash
-// of the whole token, bounded in number) so that a client repeating its
-// token pays the signature and parsing once; expiry and not-before are
-// still checked against the clock on every request.
+// authenticator verifies tokens. Verified tokens are remembered (the
+// whole token is the key, bounded in number) so that a client repeating
+// its token pays the signature and parsing once; expiry and not-before
+// are still checked against the clock on every request.
 type authenticator struct {
 	opts   AuthOptions
 	parser *jwt.Parser
 
-	mu   sync.Mutex
-	memo map[[32]byte]*Claims
-	nbf  map[[32]byte]time.Time
+	mu   sync.RWMutex
+	memo map[string]verified
+}
+
+type verified struct {
+	claims *Claims
+	nbf    time.Time // zero: none
 }
 
 const maxMemo = 10000
@@ -86,8 +80,7 @@ func newAuthenticator(opts AuthOptions) *authenticator {
 			jwt.WithLeeway(opts.Leeway),
 			jwt.WithTimeFunc(opts.Now),
 		),
-		memo: map[[32]byte]*Claims{},
-		nbf:  map[[32]byte]time.Time{},
+		memo: map[string]verified{},
 	}
 }
 
@@ -104,20 +97,18 @@ func (a *authenticator) verify(r *http.Request) (*Claims, error) {
 	if tok == "" {
 		return nil, errNoToken
 	}
-	key := sha256.Sum256([]byte(tok))
 	now := a.opts.Now()
-	a.mu.Lock()
-	c, ok := a.memo[key]
-	nbf := a.nbf[key]
-	a.mu.Unlock()
+	a.mu.RLock()
+	v, ok := a.memo[tok]
+	a.mu.RUnlock()
 	if ok {
-		if now.After(c.Expires.Add(a.opts.Leeway)) {
+		if now.After(v.claims.Expires.Add(a.opts.Leeway)) {
 			return nil, jwt.ErrTokenExpired
 		}
-		if !nbf.IsZero() && now.Add(a.opts.Leeway).Before(nbf) {
+		if !v.nbf.IsZero() && now.Add(a.opts.Leeway).Before(v.nbf) {
 			return nil, jwt.ErrTokenNotValidYet
 		}
-		return c, nil
+		return v.claims, nil
 	}
 	c, nbf, err := a.parse(tok)
 	if err != nil {
@@ -127,14 +118,10 @@ func (a *authenticator) verify(r *http.Request) (*Claims, error) {
 	if len(a.memo) >= maxMemo {
 		for k := range a.memo { // evict an arbitrary entry
 			delete(a.memo, k)
-			delete(a.nbf, k)
 			break
 		}
 	}
-	a.memo[key] = c
-	if !nbf.IsZero() {
-		a.nbf[key] = nbf
-	}
+	a.memo[tok] = verified{claims: c, nbf: nbf}
 	a.mu.Unlock()
 	return c, nil
 }
@@ -206,36 +193,41 @@ func tokenFrom(header string) string {
 		}
 		return "" // undecodable Basic credentials carry no token
 	}
-	lower := strings.ToLower(h)
-	if strings.HasPrefix(lower, "bearer") || strings.HasPrefix(lower, "token") {
-		words := strings.Split(h, " ")
-		if len(words) < 2 {
+	if hasPrefixFold(h, "bearer") || hasPrefixFold(h, "token") {
+		// Eve took the second word of split(" "): the text between the
+		// first space and the next.
+		_, rest, ok := strings.Cut(h, " ")
+		if !ok {
 			return ""
 		}
-		return words[1]
+		word, _, _ := strings.Cut(rest, " ")
+		return word
 	}
 	return h
 }
 
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
 // authorize checks the request's token and, when scope is not empty, that
-// it grants scope (401, 403). It returns the request with the claims in
-// its context.
-func (s *Server) authorize(r *http.Request, scope string) (*http.Request, error) {
+// it grants scope (401, 403).
+func (s *Server) authorize(r *http.Request, scope string) error {
 	if !s.auth.opts.Enabled {
-		return r, nil
+		return nil
 	}
 	c, err := s.auth.verify(r)
 	if err != nil {
-		return r, &httpError{
+		return &httpError{
 			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
 			header: http.Header{"Www-Authenticate": {`Bearer realm="prodapi"`}},
 		}
 	}
 	if scope != "" && !c.Has(scope) {
-		return r, &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
+		return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
 			err: fmt.Errorf("token of client %q lacks %s", c.ClientID, scope)}
 	}
-	return r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)), nil
+	return nil
 }
 
 // MintToken signs a token the way Superdesk's auth server issues them

@@ -83,7 +83,7 @@ func errorBody(status int, msg string) []byte {
 // access log, which logs it once.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	he := errorOf(err)
-	if info := infoFrom(r.Context()); info != nil {
+	if info := infoOf(w); info != nil {
 		info.err = err
 	}
 	h := w.Header()

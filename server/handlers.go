@@ -22,7 +22,7 @@ func resources() []*sources.Resource { return sources.Resources() }
 // getHome lists the resources. Any valid token may read it (the original
 // answered 500 to every valid token).
 func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
-	if _, err := s.authorize(r, ""); err != nil {
+	if err := s.authorize(r, ""); err != nil {
 		return err
 	}
 	s.writeStatic(w, r, s.home, string(s.homeETag))
@@ -32,8 +32,7 @@ func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
 // getList answers /<resource>: auth, then parameters, then the loader.
 func (s *Server) getList(res *sources.Resource) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		r, err := s.authorize(r, res.Scope)
-		if err != nil {
+		if err := s.authorize(r, res.Scope); err != nil {
 			return err
 		}
 		q, err := query.Parse(res, "", r.URL.RawQuery)
@@ -49,11 +48,10 @@ func (s *Server) getList(res *sources.Resource) handlerFunc {
 func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		id, err := url.PathUnescape(chi.URLParam(r, "id"))
-		if err != nil || !idPattern.MatchString(id) {
+		if err != nil || !validID(id) {
 			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 		}
-		r, err = s.authorize(r, res.Scope)
-		if err != nil {
+		if err := s.authorize(r, res.Scope); err != nil {
 			return err
 		}
 		q, err := query.Parse(res, id, r.URL.RawQuery)
@@ -102,7 +100,7 @@ func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || !assetID(id) {
 		return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 	}
-	if r, err = s.authorize(r, sources.ScopeArchive); err != nil {
+	if err := s.authorize(r, sources.ScopeArchive); err != nil {
 		return err
 	}
 	if s.assets == nil {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -20,9 +20,13 @@ const slogLevelWarn = slog.LevelWarn
 
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
-// requestInfo collects what the access log reports about a request; the
-// handlers fill in the cache outcome and the error they answered.
+// requestInfo is what the access log reports about a request; the
+// handlers fill in the cache outcome and the error they answered. It is
+// the response writer every handler gets, recording status and size, so
+// a request costs one allocation for all of it and no copy of the
+// request to carry it in a context.
 type requestInfo struct {
+	http.ResponseWriter
 	id      string
 	status  int
 	bytes   int64
@@ -30,26 +34,68 @@ type requestInfo struct {
 	err     error
 }
 
-type infoKey struct{}
+// infoOf finds the request's requestInfo under w and the writers that
+// wrap it; nil outside the middleware.
+func infoOf(w http.ResponseWriter) *requestInfo {
+	for {
+		switch x := w.(type) {
+		case *requestInfo:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
 
-func infoFrom(ctx context.Context) *requestInfo {
-	i, _ := ctx.Value(infoKey{}).(*requestInfo)
-	return i
+func (w *requestInfo) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *requestInfo) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *requestInfo) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requestIDs makes request ids: a random prefix per process and a
+// counter, unique without asking the kernel for randomness per request.
+type requestIDs struct {
+	prefix string
+	seq    atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [6]byte
+	rand.Read(b[:])
+	return &requestIDs{prefix: hex.EncodeToString(b[:]) + "-"}
+}
+
+func (g *requestIDs) next() string {
+	var b [32]byte
+	return string(strconv.AppendUint(append(b[:0], g.prefix...), g.seq.Add(1), 16))
 }
 
 // requestID takes X-Request-Id from the request when it is sane, or makes
-// one, and echoes it on the response.
+// one, and echoes it on the response; it makes the request's requestInfo
+// the response writer.
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		if !saneID(id) {
-			var b [12]byte
-			rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+			id = s.ids.next()
 		}
-		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), infoKey{}, &requestInfo{id: id})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		w.Header()["X-Request-Id"] = []string{id}
+		next.ServeHTTP(&requestInfo{ResponseWriter: w, id: id}, r)
 	})
 }
 
@@ -65,69 +111,57 @@ func saneID(id string) bool {
 	return true
 }
 
-// recorder captures the status and size of a response.
-type recorder struct {
-	http.ResponseWriter
-	info *requestInfo
-}
-
-func (w *recorder) WriteHeader(status int) {
-	if w.info.status == 0 {
-		w.info.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *recorder) Write(b []byte) (int, error) {
-	if w.info.status == 0 {
-		w.info.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.info.bytes += int64(n)
-	return n, err
-}
-
-func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // accessLog writes one structured line per request: method, route
-// pattern, status, bytes, duration, cache outcome, request id, and the
-// error the request was answered with. Never headers (tokens) or query
-// strings. 5xx are errors, everything else info.
+// pattern, status, bytes, duration in microseconds, cache outcome,
+// request id, and the error the request was answered with. Never headers
+// (tokens) or query strings. 5xx are errors, everything else info.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := infoFrom(r.Context())
-		next.ServeHTTP(&recorder{ResponseWriter: w, info: info}, r)
+		next.ServeHTTP(w, r)
+		info := infoOf(w)
 		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			if p := rc.RoutePattern(); p != "" {
+				route = p
+			}
 		}
 		status := info.status
 		if status == 0 {
 			status = http.StatusOK
 		}
-		s.requests.Inc(route, strconv.Itoa(status))
+		s.requests.Inc(route, statusLabel(status))
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		attrs := []slog.Attr{
-			slog.String("method", r.Method),
-			slog.String("route", route),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", status),
-			slog.Int64("bytes", info.bytes),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			slog.String("request_id", info.id),
-		}
-		if info.outcome != "" {
-			attrs = append(attrs, slog.String("cache", info.outcome))
-		}
-		if info.err != nil {
-			attrs = append(attrs, errAttr(info.err))
-		}
-		s.logger.LogAttrs(r.Context(), level, "request", attrs...)
+		s.access.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
+			status: status, bytes: info.bytes, duration: time.Since(start), id: info.id, outcome: info.outcome, err: info.err})
 	})
+}
+
+// statusLabel is the metric label of a status, without allocating for
+// the common ones.
+func statusLabel(status int) string {
+	switch status {
+	case 200:
+		return "200"
+	case 206:
+		return "206"
+	case 302:
+		return "302"
+	case 304:
+		return "304"
+	case 400:
+		return "400"
+	case 401:
+		return "401"
+	case 403:
+		return "403"
+	case 404:
+		return "404"
+	}
+	return strconv.Itoa(status)
 }
 
 // recoverPanic turns a handler panic into a 500 in the envelope; the

@@ -23,25 +23,26 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.handleReady)
 	r.Get("/metrics", s.handleMetrics)
 
-	r.Route(s.prefix, func(r chi.Router) {
-		api := func(pattern string, h handlerFunc) {
-			r.Method(http.MethodGet, pattern, s.handle(h))
-			r.Method(http.MethodHead, pattern, s.handle(h))
-			r.Options(pattern, s.handleOptions)
-		}
-		api("/", s.getHome)
-		api("/assets/*", s.getAsset)
-		doc := s.openAPI()
-		api("/openapi.json", doc)
-		api("/openapi.json/", doc)
-		for _, res := range resources() {
-			list, detail := s.getList(res), s.getDetail(res)
-			api("/"+res.Name, list)
-			api("/"+res.Name+"/", list)
-			api("/"+res.Name+"/{id}", detail)
-			api("/"+res.Name+"/{id}/", detail)
-		}
-	})
+	// The API's routes sit on the root router under their full paths: a
+	// mounted sub-router would route every request twice.
+	api := func(pattern string, h handlerFunc) {
+		r.Method(http.MethodGet, s.prefix+pattern, s.handle(h))
+		r.Method(http.MethodHead, s.prefix+pattern, s.handle(h))
+		r.Options(s.prefix+pattern, s.handleOptions)
+	}
+	api("", s.getHome)
+	api("/", s.getHome)
+	api("/assets/*", s.getAsset)
+	doc := s.openAPI()
+	api("/openapi.json", doc)
+	api("/openapi.json/", doc)
+	for _, res := range resources() {
+		list, detail := s.getList(res), s.getDetail(res)
+		api("/"+res.Name, list)
+		api("/"+res.Name+"/", list)
+		api("/"+res.Name+"/{id}", detail)
+		api("/"+res.Name+"/{id}/", detail)
+	}
 	return r
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -423,4 +424,17 @@ func TestReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// validID is the loop form of the original's item_url pattern.
+func FuzzValidID(f *testing.F) {
+	pattern := regexp.MustCompile(`^[\p{L}\p{N}_,.:-]{1,512}$`)
+	for _, s := range []string{"urn:newsml:localhost:5000:2019-08-14T15:02:48.032188:d1be79f4", "café", "a b", "a/b", "", "٣", "x\xff", "tag:a,b_c-d.e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := validID(id), pattern.MatchString(id) && len(id) <= 512; got != want {
+			t.Errorf("validID(%q) = %v, the pattern says %v", id, got, want)
+		}
+	})
 }

@@ -271,6 +271,10 @@ func TestAccessLog(t *testing.T) {
 	in.get(t, "/prodapi/v1/items?max_results=1", tok)
 	in.get(t, "/prodapi/v1/desks/nope", tok)
 	in.get(t, "/prodapi/v1/users", "Bearer garbage")
+	// Logs are buffered (flushed every 100ms); stopping flushes them all.
+	if err := in.stop(); err != nil {
+		t.Fatal(err)
+	}
 	var requests []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(in.stderr.String()))
 	for sc.Scan() {

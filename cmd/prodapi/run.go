@@ -71,7 +71,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	if cfg.Debug {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	logs := newLogOutput(e.stderr)
+	defer logs.Close()
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	if cfg.AuthEnabled && len(cfg.Secret) < config.MinSecretLength {
 		logger.Warn("AUTH_SERVER_SHARED_SECRET is shorter than 32 bytes: HS256 wants a longer key", "length", len(cfg.Secret))
 	}
@@ -113,10 +115,11 @@ func serve(ctx context.Context, e env, args []string) error {
 		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
 			Audience: cfg.Audience},
-		Assets:  assets,
-		Checks:  b.checks,
-		Metrics: metrics,
-		Logger:  logger,
+		Assets:    assets,
+		Checks:    b.checks,
+		Metrics:   metrics,
+		Logger:    logger,
+		AccessLog: logs,
 	})
 
 	ln, err := net.Listen("tcp", *addr)
