@@ -76,6 +76,7 @@ const (
 // use; Close stops its background work.
 type Cache struct {
 	rdb          redis.UniversalClient // nil: in-process only
+	pipe         *redis.AutoPipeliner  // reads through rdb's auto-pipeliner; nil: plain GETs
 	load         sources.Loader
 	ttl          func(resource string, detail bool) time.Duration
 	stale        time.Duration
@@ -157,6 +158,13 @@ func New(rdb redis.UniversalClient, load sources.Loader, opts Options) *Cache {
 	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
 	c.breaker.set(closed)
 	c.base, c.cancelBase = context.WithCancel(context.Background())
+	if p, ok := rdb.(interface {
+		AutoPipeline() (*redis.AutoPipeliner, error)
+	}); ok {
+		// Concurrent hits share round trips; the pipeliner belongs to the
+		// client, which closes it.
+		c.pipe, _ = p.AutoPipeline() // on error, plain GETs
+	}
 	if rdb != nil {
 		for i := range c.queues {
 			c.queues[i] = make(chan writeOp, writeQueue)

@@ -33,7 +33,7 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-	b, err := c.rdb.Get(ctx, key).Bytes()
+	b, err := c.get(ctx, key)
 	cancel()
 	switch {
 	case err == nil:
@@ -129,5 +129,33 @@ func (c *Cache) write(op writeOp) {
 	if err != nil {
 		c.metrics.redisErrors.Inc(opName)
 		c.log.Debug("cache: redis write failed", "op", opName, "error", err)
+	}
+}
+
+// get reads key: through go-redis's auto-pipeliner when the client has
+// one, so that concurrent hits share round trips, else with a plain GET.
+// The pipeliner runs commands on its own context (a queued command does
+// not see our deadline; its batch is bounded by the connection's
+// read/write timeouts), so the reply is awaited here only as long as ctx
+// allows: a hung Redis costs a request RedisTimeout, never more.
+func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
+	if c.pipe == nil {
+		return c.rdb.Get(ctx, key).Bytes()
+	}
+	type reply struct {
+		b   []byte
+		err error
+	}
+	done := make(chan reply, 1)
+	// Ends when the pipeliner answers: within the connection's timeouts.
+	go func() {
+		b, err := c.pipe.Get(ctx, key).Bytes()
+		done <- reply{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
