@@ -11,7 +11,8 @@ import (
 
 // local is the in-process tier: entries by key, bounded in bytes, evicted
 // in least-recently-used order with a second chance (CLOCK), so that a
-// lookup only takes the read lock.
+// lookup takes no lock at all: items is a sync.Map, and mu serializes
+// only puts and evictions.
 //
 // A record is served as a hit until its localUntil: at most LocalTTL
 // after it was put there (so replicas converge on what Redis holds) and
@@ -21,9 +22,11 @@ import (
 type local struct {
 	max int64 // bytes; 0 disables the tier
 
-	mu    sync.RWMutex
+	items sync.Map // key → *record
+
+	mu    sync.Mutex // guards the rest
 	bytes int64
-	items map[string]*record
+	n     int
 	order lst.List // of *record, most recently put or re-referenced first
 
 	bytesGauge *sources.Gauge
@@ -43,7 +46,7 @@ type record struct {
 }
 
 func newLocal(max int64, m *metrics) *local {
-	l := &local{max: max, items: map[string]*record{}}
+	l := &local{max: max}
 	if m != nil {
 		l.bytesGauge, l.entries, l.evictions = m.localBytes, m.localEntries, m.localEvictions
 	}
@@ -56,10 +59,12 @@ func (l *local) get(key string, now time.Time) *record {
 	if l.max <= 0 {
 		return nil
 	}
-	l.mu.RLock()
-	r := l.items[key]
-	l.mu.RUnlock()
-	if r == nil || !r.e.isUsable(now) {
+	v, ok := l.items.Load(key)
+	if !ok {
+		return nil
+	}
+	r := v.(*record)
+	if !r.e.isUsable(now) {
 		return nil
 	}
 	if !r.ref.Load() {
@@ -79,11 +84,12 @@ func (l *local) put(key string, e *entry, localUntil time.Time) {
 	r := &record{key: key, e: e, localUntil: localUntil, size: size}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old := l.items[key]; old != nil {
-		l.removeLocked(old)
+	if old, ok := l.items.Load(key); ok {
+		l.removeLocked(old.(*record))
 	}
 	r.el = l.order.PushFront(r)
-	l.items[key] = r
+	l.items.Store(key, r)
+	l.n++
 	l.bytes += size
 	for l.bytes > l.max {
 		back := l.order.Back()
@@ -97,18 +103,19 @@ func (l *local) put(key string, e *entry, localUntil time.Time) {
 		l.evictions.Inc()
 	}
 	l.bytesGauge.Set(float64(l.bytes))
-	l.entries.Set(float64(len(l.items)))
+	l.entries.Set(float64(l.n))
 }
 
 func (l *local) removeLocked(r *record) {
 	l.order.Remove(r.el)
-	delete(l.items, r.key)
+	l.items.Delete(r.key)
+	l.n--
 	l.bytes -= r.size
 }
 
 // len reports the number of records, for tests.
 func (l *local) len() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return len(l.items)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
 }

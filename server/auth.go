@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -57,8 +58,10 @@ type authenticator struct {
 	opts   AuthOptions
 	parser *jwt.Parser
 
-	mu   sync.RWMutex
-	memo map[string]verified
+	// memo maps a token to its verified claims: a sync.Map, read
+	// without a lock on every request; size bounds it.
+	memo sync.Map
+	size atomic.Int64
 }
 
 type verified struct {
@@ -80,7 +83,6 @@ func newAuthenticator(opts AuthOptions) *authenticator {
 			jwt.WithLeeway(opts.Leeway),
 			jwt.WithTimeFunc(opts.Now),
 		),
-		memo: map[string]verified{},
 	}
 }
 
@@ -98,10 +100,8 @@ func (a *authenticator) verify(r *http.Request) (*Claims, error) {
 		return nil, errNoToken
 	}
 	now := a.opts.Now()
-	a.mu.RLock()
-	v, ok := a.memo[tok]
-	a.mu.RUnlock()
-	if ok {
+	if m, ok := a.memo.Load(tok); ok {
+		v := m.(verified)
 		if now.After(v.claims.Expires.Add(a.opts.Leeway)) {
 			return nil, jwt.ErrTokenExpired
 		}
@@ -114,15 +114,17 @@ func (a *authenticator) verify(r *http.Request) (*Claims, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	if len(a.memo) >= maxMemo {
-		for k := range a.memo { // evict an arbitrary entry
-			delete(a.memo, k)
+	if a.size.Load() >= maxMemo {
+		for k := range a.memo.Range { // evict an arbitrary entry
+			if _, loaded := a.memo.LoadAndDelete(k); loaded {
+				a.size.Add(-1)
+			}
 			break
 		}
 	}
-	a.memo[tok] = verified{claims: c, nbf: nbf}
-	a.mu.Unlock()
+	if _, loaded := a.memo.LoadOrStore(tok, verified{claims: c, nbf: nbf}); !loaded {
+		a.size.Add(1)
+	}
 	return c, nil
 }
 

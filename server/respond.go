@@ -56,14 +56,10 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.
 	h["Vary"] = hdrVary
 	zipped := rep.Gzip != nil && acceptsGzip(r)
 	if rep.ETag != "" {
-		etag := rep.ETag
-		if zipped {
-			etag = gzipETag(etag)
-		}
-		h["Etag"] = []string{etag}
+		h["Etag"] = s.headers.etag(rep.ETag, zipped)
 	}
 	if !rep.LastModified.IsZero() {
-		h["Last-Modified"] = []string{rep.LastModified.UTC().Format(http.TimeFormat)}
+		h["Last-Modified"] = s.headers.date(rep.LastModified)
 	}
 	if notModified(r, rep) {
 		h.Del("Content-Type")

@@ -64,6 +64,7 @@ type Server struct {
 	home, homeETag []byte
 	ids            *requestIDs
 	access         *accessLogger
+	headers        *headerMemo
 	requests       *sources.Counter
 	panics         *sources.Counter
 }
@@ -99,6 +100,7 @@ func New(load sources.Loader, opts Options) *Server {
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
 	s.ids = newRequestIDs()
+	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}
 	s.home = homeBody()
 	s.homeETag = []byte(etagOf(s.home))

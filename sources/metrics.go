@@ -52,7 +52,7 @@ func (m *Metrics) Counter(name, help string, labels ...string) *Counter {
 	if len(labels) > maxLabels {
 		panic("sources: a metric with more than 4 labels") // a programming error, caught at start-up
 	}
-	c := &Counter{name: name, help: help, labels: labels, series: map[seriesKey]*series{}}
+	c := &Counter{name: name, help: help, labels: labels}
 	m.families = append(m.families, c)
 	return c
 }
@@ -70,7 +70,7 @@ func (m *Metrics) Gauge(name, help string, labels ...string) *Gauge {
 	if len(labels) > maxLabels {
 		panic("sources: a metric with more than 4 labels") // a programming error, caught at start-up
 	}
-	g := &Gauge{c: Counter{name: name, help: help, labels: labels, series: map[seriesKey]*series{}}}
+	g := &Gauge{c: Counter{name: name, help: help, labels: labels}}
 	m.families = append(m.families, g)
 	return g
 }
@@ -104,8 +104,9 @@ func (m *Metrics) WriteText(w io.Writer) error {
 type Counter struct {
 	name, help string
 	labels     []string
-	mu         sync.RWMutex
-	series     map[seriesKey]*series
+	// series maps a seriesKey to its *series. A sync.Map: counting reads a
+	// key that rarely changes, lock-free, on every request.
+	series sync.Map
 }
 
 // seriesKey holds up to maxLabels label values: a comparable map key
@@ -145,11 +146,9 @@ func (c *Counter) Sum(values ...string) uint64 {
 	if c == nil {
 		return 0
 	}
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	var total uint64
-	for _, s := range c.series {
-		if matches(s.values, values) {
+	for _, v := range c.series.Range {
+		if s := v.(*series); matches(s.values, values) {
 			total += s.bits.Load()
 		}
 	}
@@ -168,19 +167,11 @@ func matches(have, want []string) bool {
 func (c *Counter) get(values []string) *series {
 	var key seriesKey
 	copy(key[:], values)
-	c.mu.RLock()
-	s, ok := c.series[key]
-	c.mu.RUnlock()
-	if ok {
-		return s
+	if s, ok := c.series.Load(key); ok {
+		return s.(*series)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok = c.series[key]; !ok {
-		s = &series{values: slices.Clone(values)}
-		c.series[key] = s
-	}
-	return s
+	s, _ := c.series.LoadOrStore(key, &series{values: slices.Clone(values)})
+	return s.(*series)
 }
 
 func (c *Counter) writeText(b []byte) []byte {
@@ -191,12 +182,10 @@ func (c *Counter) writeText(b []byte) []byte {
 
 func (c *Counter) write(b []byte, kind string, value func(*series) []byte) []byte {
 	b = append(b, "# HELP "+c.name+" "+c.help+"\n# TYPE "+c.name+" "+kind+"\n"...)
-	c.mu.RLock()
-	all := make([]*series, 0, len(c.series))
-	for _, s := range c.series {
-		all = append(all, s)
+	var all []*series
+	for _, v := range c.series.Range {
+		all = append(all, v.(*series))
 	}
-	c.mu.RUnlock()
 	slices.SortFunc(all, func(x, y *series) int { return slices.Compare(x.values, y.values) })
 	for _, s := range all {
 		b = append(b, c.name...)

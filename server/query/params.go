@@ -24,6 +24,9 @@ type args url.Values
 // parseArgs parses a raw query string as url.ParseQuery does, but strictly:
 // a malformed query string is refused, not half-read.
 func parseArgs(raw string) (args, error) {
+	if raw == "" {
+		return nil, nil // most details and many lists: nothing to parse
+	}
 	if len(raw) > MaxTarget {
 		return nil, &Error{Status: http.StatusRequestURITooLong, Message: "request target too long"}
 	}
