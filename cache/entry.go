@@ -51,7 +51,18 @@ func (e *entry) size() int64 { return int64(len(e.body)+len(e.etag)) + 160 }
 
 // ttl is the Cache-Status ttl of e at now: its remaining freshness in
 // whole seconds, negative once stale.
-func (e *entry) ttl(now time.Time) int64 { return int64(e.freshUntil().Sub(now) / time.Second) }
+//
+// Seconds round down, so an entry a fraction of a second past its
+// freshness already says ttl=-1: Cache-Status never calls a stale entry
+// fresh.
+func (e *entry) ttl(now time.Time) int64 {
+	d := e.freshUntil().Sub(now)
+	s := int64(d / time.Second)
+	if d < 0 && d%time.Second != 0 {
+		s--
+	}
+	return s
+}
 
 // gzipPool recycles gzip writers, whose set-up allocates most of what a
 // compression costs. One per Cache, not package state.

@@ -95,3 +95,16 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestEntryTTLRoundsDown(t *testing.T) {
+	stored := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	e := &entry{storedAt: stored, fresh: 10 * time.Second}
+	for _, tc := range []struct {
+		after time.Duration
+		want  int64
+	}{{0, 10}, {9500 * time.Millisecond, 0}, {10 * time.Second, 0}, {10300 * time.Millisecond, -1}, {11 * time.Second, -1}, {11100 * time.Millisecond, -2}} {
+		if got := e.ttl(stored.Add(tc.after)); got != tc.want {
+			t.Errorf("ttl %v after storing a 10s entry = %d, want %d", tc.after, got, tc.want)
+		}
+	}
+}
