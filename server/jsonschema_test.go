@@ -69,11 +69,6 @@ func (v *schemaValidator) validate(schema, value any) []string {
 	return errs
 }
 
-// valid reports whether value satisfies schema.
-func (v *schemaValidator) valid(schema, value any) bool {
-	return len(v.validate(schema, value)) == 0
-}
-
 func (v *schemaValidator) check(schema, value any, at string, errs *[]string, depth int) {
 	fail := func(format string, args ...any) {
 		*errs = append(*errs, pointer(at)+": "+fmt.Sprintf(format, args...))
