@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -162,28 +161,11 @@ func bsonValue(v any) (any, error) {
 // did), as an ObjectId when that is 24 hex digits and as a string
 // otherwise.
 func gridFSID(name string) any {
-	stem := stripExt(name)
-	if oid, ok := sources.ParseObjectID(stem); ok {
+	id := mongosrc.FileID(name)
+	if oid, ok := id.(sources.ObjectID); ok {
 		return bson.ObjectID(oid)
 	}
-	return stem
-}
-
-// stripExt removes the last extension as Python's os.path.splitext does,
-// which is how prodapi's GridFS lookup reads a media id: from the last dot
-// of the last path segment, unless only dots precede it there.
-func stripExt(p string) string {
-	sep := strings.LastIndexByte(p, '/')
-	dot := strings.LastIndexByte(p, '.')
-	if dot <= sep {
-		return p
-	}
-	for i := sep + 1; i < dot; i++ {
-		if p[i] != '.' {
-			return p[:dot]
-		}
-	}
-	return p
+	return id
 }
 
 // gridFSFile is an asset's fs.files document and its fs.chunks documents.

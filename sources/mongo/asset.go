@@ -140,6 +140,18 @@ func intField(d *sources.Doc, key string) (int64, bool) {
 	return 0, false
 }
 
+// FileID is the GridFS _id under which Asset finds mediaID first: the id
+// without its last extension (Superdesk ignored it), as an ObjectID when
+// that is 24 hex digits, else as a string (which Asset also tries). A
+// loader that stores media for prodapi to serve names files with it.
+func FileID(mediaID string) any {
+	key := stripExt(mediaID)
+	if oid, ok := sources.ParseObjectID(key); ok {
+		return oid
+	}
+	return key
+}
+
 // stripExt removes the last extension the way Python's os.path.splitext
 // does: the extension starts at the last dot of the last path segment,
 // unless only dots precede it in that segment (".jpg" has none).
