@@ -210,9 +210,10 @@ func (h *harness) itemDetails(ctx context.Context, p *prodapiProc) ([]string, er
 	return out, nil
 }
 
-// hitScenario measures hits on the item details of a prodapi started
-// with vars: warmed, then each captured as a hit.
-func (h *harness) hitScenario(ctx context.Context, rep *report, name, what string, vars map[string]string) (err error) {
+// hitScenario measures cache answers on the item details of a prodapi
+// started with vars: warmed, then each captured with the cache outcome
+// the scenario expects ("hit" or "stale").
+func (h *harness) hitScenario(ctx context.Context, rep *report, name, outcome, what string, vars map[string]string) (err error) {
 	p, err := h.startProdapi(name, vars)
 	if err != nil {
 		return err
@@ -225,7 +226,7 @@ func (h *harness) hitScenario(ctx context.Context, rep *report, name, what strin
 	if err := h.warmAll(ctx, p, details); err != nil {
 		return err
 	}
-	set, err := h.captureAll(ctx, p, details, "hit")
+	set, err := h.captureAll(ctx, p, details, outcome)
 	if err != nil {
 		return err
 	}
@@ -243,7 +244,7 @@ func (h *harness) hitScenario(ctx context.Context, rep *report, name, what strin
 }
 
 func (h *harness) hitLocal(ctx context.Context, rep *report) error {
-	return h.hitScenario(ctx, rep, "hit-local",
+	return h.hitScenario(ctx, rep, "hit-local", "hit",
 		"in-process hits, 41 item details, uniformly; no Redis, PRODAPI_CACHE_TTL=1h",
 		map[string]string{"PRODAPI_CACHE_TTL": "1h"})
 }
@@ -253,7 +254,7 @@ func (h *harness) hitRedis(ctx context.Context, rep *report) error {
 		rep.skipped = append(rep.skipped, "hit-redis: redis-server not found")
 		return nil
 	}
-	return h.hitScenario(ctx, rep, "hit-redis",
+	return h.hitScenario(ctx, rep, "hit-redis", "hit",
 		"Redis hits, 41 item details, uniformly; PRODAPI_CACHE_LOCAL_BYTES=-1 (in-process tier off), PRODAPI_CACHE_TTL=1h",
 		map[string]string{"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(0), "PRODAPI_CACHE_LOCAL_BYTES": "-1"})
 }
@@ -261,35 +262,10 @@ func (h *harness) hitRedis(ctx context.Context, rep *report) error {
 // stale serves every item detail past its freshness: TTL 1ns, a stale
 // window of an hour, and a backend slow enough that each key's refresh
 // is under way for most of the run.
-func (h *harness) stale(ctx context.Context, rep *report) (err error) {
-	vars := map[string]string{"PRODAPI_CACHE_TTL": "1ns", "PRODAPI_CACHE_STALE": "1h", "PRODAPI_SANDBOX_LATENCY": h.o.staleLatency.String()}
-	p, err := h.startProdapi("stale", vars)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, p.shutdown()) }()
-	details, err := h.itemDetails(ctx, p)
-	if err != nil {
-		return err
-	}
-	if err := h.warmAll(ctx, p, details); err != nil {
-		return err
-	}
-	set, err := h.captureAll(ctx, p, details, "stale")
-	if err != nil {
-		return err
-	}
-	bare, err := h.startBare("stale", set)
-	if err != nil {
-		return err
-	}
-	defer bare.stop(5 * time.Second)
-	r, err := h.compare(ctx, "stale", fmt.Sprintf("stale hits (refresh under way), 41 item details; PRODAPI_CACHE_TTL=1ns, PRODAPI_CACHE_STALE=1h, backend latency %s, no Redis", h.o.staleLatency), p, bare, uniform(details))
-	if err != nil {
-		return err
-	}
-	rep.results = append(rep.results, r)
-	return nil
+func (h *harness) stale(ctx context.Context, rep *report) error {
+	return h.hitScenario(ctx, rep, "stale", "stale",
+		fmt.Sprintf("stale hits (refresh under way), 41 item details; PRODAPI_CACHE_TTL=1ns, PRODAPI_CACHE_STALE=1h, backend latency %s, no Redis", h.o.staleLatency),
+		map[string]string{"PRODAPI_CACHE_TTL": "1ns", "PRODAPI_CACHE_STALE": "1h", "PRODAPI_SANDBOX_LATENCY": h.o.staleLatency.String()})
 }
 
 // production runs the scenarios that want prodapi as it is deployed:
