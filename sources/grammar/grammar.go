@@ -66,7 +66,7 @@ var mongoOps = []Op{
 	{Name: "$ne", Place: Field, Arg: Value, Example: `{"n": {"$ne": 10}}`},
 	{Name: "$gt", Place: Field, Arg: Value, Example: `{"n": {"$gt": 5}}`},
 	{Name: "$gte", Place: Field, Arg: Value, Example: `{"n": {"$gte": 5}}`},
-	{Name: "$lt", Place: Field, Arg: Value, Example: `{"n": {"$lt": 5}}`},
+	{Name: "$lt", Place: Field, Arg: Value, Example: `{"n": {"$lt": 10}}`},
 	{Name: "$lte", Place: Field, Arg: Value, Example: `{"n": {"$lte": 5}}`},
 	{Name: "$in", Place: Field, Arg: Values, Example: `{"n": {"$in": [5, 10]}}`},
 	{Name: "$nin", Place: Field, Arg: Values, Example: `{"n": {"$nin": [5, 10]}}`},
