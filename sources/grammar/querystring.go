@@ -50,7 +50,7 @@ type Token struct {
 // Text Lucene would fail to lex becomes Stray tokens and plain text
 // rather than an error, so that a scan for field names skips nothing.
 func LexQueryString(s string) []Token {
-	var toks []Token
+	toks := make([]Token, 0, 8) // most query strings are a few words: one allocation
 	add := func(k TokenKind, text string) { toks = append(toks, Token{Kind: k, Text: text}) }
 	for i := 0; i < len(s); {
 		c := s[i]

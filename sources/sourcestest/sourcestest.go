@@ -13,6 +13,12 @@
 // use whole values, full-text queries use text fields, sorts and terms
 // aggregations use keyword, numeric and date fields, and every sort is
 // total (no ties left to the backend).
+//
+// Every MongoDB operator and every Elasticsearch query and aggregation
+// type the API accepts (sources/grammar's tables) has at least one case:
+// TestCasesCoverGrammar fails when one has none. Each case has a stable
+// name, "group/name" (CaseNames), so a run against a real server can skip
+// its known differences by name with RunOptions.
 package sourcestest
 
 import (
