@@ -81,6 +81,14 @@ func Fixtures(dir string) (map[string][]*sources.Doc, error) {
 	return out, nil
 }
 
+// GeoIndexes returns the geospatial indexes a real MongoDB needs before
+// the $near and $nearSphere cases can run, by collection and field: "2d"
+// for the legacy coordinate pairs, "2dsphere" for the GeoJSON points. The
+// fakes and the sandbox need none.
+func GeoIndexes() map[string]map[string]string {
+	return map[string]map[string]string{"desks": {"geo": "2d", "loc": "2dsphere"}}
+}
+
 // Run runs the contract suite. open returns a Store holding exactly the
 // documents of the fixture directory dir (Dir(), or a copy of it): the
 // sandbox loaded from it, or a fake Mongo/Elasticsearch seeded with
