@@ -51,7 +51,10 @@
 //
 // # where on document lists
 //
-// The filter must match the grammar in the project brief: $and, $or,
+// The operators are the table in sources/grammar (grammar.MongoOps: each
+// with its place and the kind of argument it takes), which the MongoDB
+// adapter and the sandbox are tested against. The filter must match the
+// grammar in the project brief: $and, $or,
 // $nor at the top of a filter (non-empty arrays of filters); per field,
 // a value to equal or a document of operators ($eq $ne $gt $gte $lt $lte
 // $in $nin $all $exists $type $size $mod $not $elemMatch, the $bits
@@ -94,7 +97,8 @@
 // indices: script, script_score, function_score, runtime_mappings,
 // script_fields, stored_fields, docvalue_fields, highlight, inner_hits,
 // suggest, collapse, rescore, percolate, more_like_this, wrapper, _script
-// sorts and terms lookups. Any other query type, option or key is
+// sorts and terms lookups. The query types are grammar.QueryTypes; any
+// other query type, option or key is
 // "unsupported"; aggregations are terms only (with sub-aggregations,
 // sizes 1-500 and at most 10000 buckets in all). Queries nest at most 24
 // deep. When clauses are added to a bool of only should clauses,
