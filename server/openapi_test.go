@@ -1131,7 +1131,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		expect(do(r.name+" list, hidden field", "GET", base+"?"+oaQuery("sort", hidden), "Authorization", all), 400)
 		expect(do(r.name+" list, 304", "GET", base, "Authorization", all, "If-None-Match", list.header.Get("ETag")), 304)
 		if lm := list.header.Get("Last-Modified"); lm != "" {
-			expect(do(r.name+" list, 304 by date", "GET", base, "Authorization", all, "If-Modified-Since", lm), 304)
+			expect(do(r.name+" list, no 304 by date", "GET", base, "Authorization", all, "If-Modified-Since", lm), 200)
 		}
 		expect(do(r.name+" list, gzip", "GET", base, "Authorization", all, "Accept-Encoding", "gzip"), 200)
 		expect(do(r.name+" list, HEAD", "HEAD", base, "Authorization", all), 200)
