@@ -24,9 +24,10 @@
 //	              {"field": scalar, ...}, each a term filter.
 //	sort          [("f", 1), ("g", -1)], [["f", 1]], or -f,g; at most 32 keys,
 //	              directions 1 or -1. Default: the resource's default sort.
-//	projection    {"f": 1, ...} or {"f": 0, ...} (0, 1, true, false only) or
-//	              ["f", ...]. Any 1 makes it inclusive (0s then ignored).
-//	              projections (eve-elastic's list) is its alias on search
+//	projection    {"f": 1, ...} or {"f": 0, ...} (0, 1, true, false only);
+//	              anything but an object (an array too) is a 400. Any 1
+//	              makes it inclusive (0s then ignored). projections
+//	              (eve-elastic's list, ["f", ...]) is its alias on search
 //	              lists when projection is absent.
 //	source        search lists: an Elasticsearch body (below).
 //	filter        search lists: one query, added to query.bool.filter.

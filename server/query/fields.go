@@ -221,6 +221,11 @@ func (p *parser) parseProjection() error {
 			}
 		}
 	case []any:
+		if name == "projection" {
+			// Eve takes an object only; eve-elastic's projections is
+			// the array form.
+			return badf("projection: must be a JSON object of 0/1, not an array")
+		}
 		for _, e := range v {
 			s, ok := e.(string)
 			if !ok {
@@ -232,7 +237,7 @@ func (p *parser) parseProjection() error {
 		if name == "projections" {
 			return badf("projections: must be a JSON array of field names")
 		}
-		return badf("projection: must be a JSON object of 0/1 (or an array of field names)")
+		return badf("projection: must be a JSON object of 0/1")
 	}
 	for _, f := range append(slices.Clip(incl), excl...) {
 		if msg := pathProblem(f); msg != "" {
