@@ -60,6 +60,11 @@ func isPattern(name string) bool { return strings.ContainsAny(name, "*?") }
 // hiddenField reports whether a client may not use name: it is hidden
 // (sources.Resource.Hidden), or it is a wildcard pattern that could match
 // a hidden field, a document holding one, or anything inside one.
+//
+// It is the one rule every parameter naming a field goes through (where,
+// sort, projection, projections, source, filter, q, df), so a path at or
+// below an excluded field is refused however it is spelt: dotted,
+// through array indexes (a.0.b), in another case, or as a pattern.
 func hiddenField(res *sources.Resource, name string) bool {
 	if res.Hidden(name) {
 		return true
@@ -67,6 +72,7 @@ func hiddenField(res *sources.Resource, name string) bool {
 	if !isPattern(name) {
 		return false
 	}
+	name = sources.FoldName(name)
 	for _, x := range res.Excluded {
 		if !res.Hidden(x) {
 			continue // a queryable timestamp
