@@ -93,7 +93,7 @@ var (
 	errDupClaim    = errors.New("token payload repeats a claim")
 	errMalformed   = errors.New("token is not three base64url segments with a JSON object payload")
 	errNumericDate = errors.New("token date claim is not a JSON number")
-	errExtraWords  = errors.New("Authorization header has words after the token")
+	errExtraWords  = errors.New("authorization header has words after the token")
 )
 
 // verify returns the claims of the request's token, or an error (401).

@@ -19,7 +19,7 @@ func TestHidden(t *testing.T) {
 		{users, "PASSWORD", true},
 		{users, "Password.x", true},
 		{users, "pa\u017Fsword", true}, // long s folds to s
-		{users, "0.password", true},     // an index before the field
+		{users, "0.password", true},    // an index before the field
 		{users, "username", false},
 		{users, "passwords", false},
 		{users, "password_hint", false},
