@@ -36,6 +36,11 @@ var paramKinds = []paramKind{
 	{name: "where in $nor $and", mongo: true, raw: func(p string) string {
 		return qs("where", `{"$nor":[{"$and":[{`+jsonString(p)+`:{"$ne":null}}]}]}`)
 	}},
+	{name: "where python", mongo: true, raw: func(p string) string { return qs("where", pyName(p)+` == 1`) }},
+	{name: "where python or", mongo: true, raw: func(p string) string {
+		return qs("where", `name == "x" or (a > 1 and `+pyName(p)+` != None)`)
+	}},
+	{name: "where python search", search: true, raw: func(p string) string { return qs("where", pyName(p)+` == "x"`) }},
 	{name: "sort plain", raw: func(p string) string { return qs("sort", p) }},
 	{name: "sort descending", raw: func(p string) string { return qs("sort", "-"+p) }},
 	{name: "sort pairs", raw: func(p string) string { return qs("sort", `[(`+jsonString(p)+`, -1)]`) }},
@@ -155,7 +160,7 @@ func ids(k paramKind) []string {
 // as _resource.
 var renamesType = map[string]bool{
 	"where equality": true, "sort plain": true, "sort descending": true, "sort pairs": true,
-	"source term": true, "source range in bool filter": true, "source sort": true, "source sort string": true,
+	"where python search": true, "source term": true, "source range in bool filter": true, "source sort": true, "source sort string": true,
 	"filter term": true, "filter nested sort": true,
 }
 
@@ -177,4 +182,15 @@ func TestParamKindsAcceptUsableFields(t *testing.T) {
 			}
 		}
 	}
+}
+
+// pyName spells a path for a Python where: as a dotted name when it is
+// one, else as a string (which Eve's parser takes as a name too).
+func pyName(p string) string {
+	for seg := range strings.SplitSeq(p, ".") {
+		if seg == "" || seg[0] >= '0' && seg[0] <= '9' || strings.Trim(seg, "_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != "" || pyKeywords[seg] {
+			return jsonString(p)
+		}
+	}
+	return p
 }
