@@ -100,9 +100,10 @@ type pyToken struct {
 }
 
 type pyLexer struct {
-	src   string
-	pos   int
-	depth int // open brackets: newlines inside them are whitespace
+	src     string
+	pos     int
+	depth   int  // open brackets: newlines inside them are whitespace
+	started bool // a token has been read: a new line ends the expression
 }
 
 func isPySpace(c byte) bool { return c == ' ' || c == '\t' || c == '\f' }
@@ -130,6 +131,15 @@ func (l *pyLexer) token() (pyToken, error) {
 				l.pos++
 				continue
 			}
+			if !l.started {
+				// A blank line before the expression; the next line
+				// must not be indented.
+				l.pos++
+				if l.pos < len(l.src) && isPySpace(l.src[l.pos]) {
+					return pyToken{}, badf("where: unexpected indent (Python syntax)")
+				}
+				continue
+			}
 			if strings.TrimLeft(l.src[l.pos:], " \t\f\r\n") == "" {
 				l.pos = len(l.src) // trailing white space
 				continue
@@ -141,6 +151,7 @@ func (l *pyLexer) token() (pyToken, error) {
 	if l.pos >= len(l.src) {
 		return pyToken{kind: tEOF}, nil
 	}
+	l.started = true
 	start := l.pos
 	c := l.src[l.pos]
 	switch {

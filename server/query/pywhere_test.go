@@ -44,6 +44,7 @@ func TestPyWhere(t *testing.T) {
 		{"desks", `_updated >= datetime(2026, 11, 20, 9, 15, 30)`, `{"_updated":{"$gte":"2026-11-20T09:15:30+0000"}}`},
 		{"desks", "a == 1 \\\n and b == 2", `{"$and":[{"a":1},{"b":2}]}`},
 		{"desks", "(a == 1\n and b == 2)\n", `{"$and":[{"a":1},{"b":2}]}`},
+		{"desks", "\n\r\na == 1 \n ", `{"a":1}`},
 		{"users", `username == "jo"`, `{"username":"jo"}`},
 		{"events_history", `operation == "create"`, `{"operation":"create"}`},
 		// Search lists: field equality, as with JSON.
@@ -107,6 +108,7 @@ func TestPyWhereRefused(t *testing.T) {
 		{"desks", `a == 1; b == 2`, `unexpected ";"`},
 		{"desks", "a == 1\nb == 2", `one expression only`},
 		{"desks", ` a == 1`, `unexpected indent`},
+		{"desks", "\n a == 1", `unexpected indent`},
 		{"desks", `a == "x`, `unterminated string`},
 		{"desks", `a == """x"""`, `triple-quoted`},
 		{"desks", `a == b"x"`, `"b"-prefixed strings`},
