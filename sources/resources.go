@@ -1,7 +1,6 @@
 package sources
 
 import (
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -161,23 +160,23 @@ var queryable = map[string]bool{"_updated": true, "_created": true}
 //   - names compare without regard to case (Unicode simple folding), as
 //     nobody has a legitimate reason to ask for PASSWORD.
 func (r *Resource) Hidden(path string) bool {
-	segs := strings.Split(path, ".")
-	for i, s := range segs {
-		segs[i] = FoldName(s)
-	}
+	var xbuf, nbuf [8]string // on the stack: Hidden runs for every field a request names
 	for _, x := range r.Excluded {
 		if queryable[x] {
 			continue
 		}
-		xs := strings.Split(x, ".")
-		if reaches(segs, xs, 1) {
+		xs := xbuf[:0]
+		for seg := range strings.SplitSeq(x, ".") {
+			xs = append(xs, seg)
+		}
+		if reaches(path, xs, 1) {
 			return true
 		}
 		for _, n := range r.Nested {
 			// <n>.<any name>.<x> is shaped like a top-level x; n and
 			// n.<name> themselves may be asked for (they are served,
 			// without their excluded fields).
-			if reaches(segs, append([]string{n, anySegment}, xs...), 3) {
+			if reaches(path, append(append(nbuf[:0], n, anySegment), xs...), 3) {
 				return true
 			}
 		}
@@ -185,46 +184,48 @@ func (r *Resource) Hidden(path string) bool {
 	return false
 }
 
-// anySegment in a pattern of reaches matches any one segment.
+// anySegment in a pattern of reaches matches any one segment (a field
+// path never holds NUL).
 const anySegment = "\x00"
 
-// reaches reports whether path (folded segments) can name pattern's
-// field, something inside it, or a document holding it: whether path and
-// pattern agree segment by segment until one of them runs out, where an
+// reaches reports whether the dotted path can name pattern's field,
+// something inside it, or a document holding it: whether path's segments
+// (folded) and pattern agree one by one until either runs out, where an
 // all-digit segment of path may also be skipped (an array index). A path
 // that runs out first must have agreed on at least least segments.
-func reaches(path, pattern []string, least int) bool {
-	// on[j]: path[:i] can have consumed pattern[:j].
-	on := make([]bool, len(pattern)+1)
-	on[0] = true
-	for i, seg := range path {
-		next := make([]bool, len(pattern)+1)
+func reaches(path string, pattern []string, least int) bool {
+	if len(pattern) >= 63 {
+		return true // no such pattern in the table; refuse rather than guess
+	}
+	on := uint64(1) // bit j: the segments so far can have consumed pattern[:j]
+	full := uint64(1) << len(pattern)
+	for rest, more := path, true; more; {
+		if on&full != 0 {
+			return true // at or inside the field
+		}
+		var seg string
+		seg, rest, more = strings.Cut(rest, ".")
+		seg = FoldName(seg)
 		index := allDigits(seg)
-		alive := false
-		for j, ok := range on {
-			if !ok {
+		var next uint64
+		for j, p := range pattern {
+			if on&(1<<j) == 0 {
 				continue
 			}
-			if j == len(pattern) {
-				return true // at or inside the field
-			}
 			if index {
-				next[j], alive = true, true
+				next |= 1 << j
 			}
-			if pattern[j] == anySegment || pattern[j] == seg {
-				next[j+1], alive = true, true
+			if p == anySegment || p == seg {
+				next |= 1 << (j + 1)
 			}
 		}
-		if !alive {
+		if next == 0 {
 			return false
 		}
 		on = next
-		if i == len(path)-1 {
-			// path ended: it names the field, or a document holding it.
-			return slices.Contains(on[least:], true)
-		}
 	}
-	return false
+	// The path ended: it names the field, or a document holding it.
+	return on>>least != 0
 }
 
 func allDigits(s string) bool {

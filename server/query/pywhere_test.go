@@ -217,3 +217,30 @@ func FuzzPyWhere(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParsePyWhere parses a document list request whose where is
+// Python syntax: a failed JSON attempt, the Python parse, and the JSON
+// path it is then sent through. Compare BenchmarkParseWhere.
+func BenchmarkParsePyWhere(b *testing.B) {
+	res, _ := sources.ResourceByName("desks")
+	raw := qs("where", `name == "Sports" or name == "Politics" or members.user == ObjectId("5d76113ab3af37dea3a2eb92")`,
+		"sort", `[("name", 1), ("_id", -1)]`, "projection", `{"name":1,"members":1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(res, "", raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHidden checks a deep path against every excluded field of
+// items, nested ones included: the cost each field name pays.
+func BenchmarkHidden(b *testing.B) {
+	res, _ := sources.ResourceByName("items")
+	b.ReportAllocs()
+	for b.Loop() {
+		if hiddenField(res, "associations.featuremedia.renditions.0.href") {
+			b.Fatal("hidden")
+		}
+	}
+}
