@@ -16,7 +16,7 @@ func (p *parser) parseWhere() error {
 	if raw == "" {
 		return nil
 	}
-	v, err := decode("where", raw)
+	v, err := decodeWhere(raw)
 	if err != nil {
 		return err
 	}
