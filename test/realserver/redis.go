@@ -52,12 +52,17 @@ func (r *Redis) Alive() bool {
 	}
 }
 
-// redisServer finds redis-server (and redis-cli beside it), or stops the
-// test: a skip, or a failure under PRODAPI_REQUIRE_REAL or
+// redisServer finds redis-server (and redis-cli, when cli is set), or
+// stops the test: a skip, or a failure under PRODAPI_REQUIRE_REAL or
 // PRODAPI_REQUIRE_REDIS.
-func redisServer(t testing.TB) string {
+func redisServer(t testing.TB, cli bool) string {
 	t.Helper()
-	for _, name := range []string{"redis-cli", "redis-server"} {
+	names := []string{"redis-server"}
+	if cli {
+		names = append(names, "redis-cli")
+	}
+	var server string
+	for _, name := range names {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			if os.Getenv(RequireRedisEnv) != "" {
@@ -65,11 +70,11 @@ func redisServer(t testing.TB) string {
 			}
 			Missing(t, name, redisHow)
 		}
-		if name == "redis-server" {
-			return path
+		if server == "" {
+			server = path
 		}
 	}
-	panic("unreachable")
+	return server
 }
 
 // StartRedis starts a standalone redis-server on port (0: a free one)
@@ -77,7 +82,7 @@ func redisServer(t testing.TB) string {
 // it at the test's cleanup.
 func StartRedis(t testing.TB, port int, args ...string) *Redis {
 	t.Helper()
-	r, err := startRedis(t, redisServer(t), port, "", args...)
+	r, err := startRedis(t, redisServer(t, false), port, "", args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +237,7 @@ const ClusterNodeTimeout = 2 * time.Second
 // replica's link to its master up.
 func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 	t.Helper()
-	server := redisServer(t)
+	server := redisServer(t, true)
 	n := masters * (1 + replicas)
 	c := &RedisCluster{}
 	for _, port := range FreePorts(t, n) {
@@ -456,7 +461,7 @@ const (
 // every sentinel knows the master, its replicas and the other sentinels.
 func StartRedisSentinel(t testing.TB, replicas int) *RedisSentinel {
 	t.Helper()
-	server := redisServer(t)
+	server := redisServer(t, false)
 	s := &RedisSentinel{MasterName: "prodapi"}
 	ports := FreePorts(t, 1+replicas+3)
 	master, err := startRedis(t, server, ports[0], "")
