@@ -36,7 +36,7 @@ func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 	e.opts = Options{
 		Stale:        time.Minute,
 		NotFoundTTL:  5 * time.Second,
-		RedisTimeout: 20 * time.Millisecond,
+		RedisTimeout: realTimeout,
 		Metrics:      e.metrics,
 		Now:          e.clock.Now,
 	}
