@@ -1,11 +1,3 @@
-// Package sources defines what the server, the cache, the enricher and the
-// backends agree on: the Resource table, the Query a request becomes, the
-// Doc a backend returns, the Representation the cache stores and the
-// server writes, the small interfaces backends satisfy, and the errors
-// callers may test for.
-//
-// It imports nothing from this module and no drivers. Adapters live below
-// it: sources/sandbox, sources/mongo, sources/elastic.
 package sources
 
 import (
