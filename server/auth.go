@@ -14,7 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // AuthOptions configure token checks (decisions.md §5).
@@ -136,7 +136,7 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	// which different JSON parsers resolve differently.
 	if parts := strings.Split(tok, "."); len(parts) == 3 {
 		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-			if _, err := sources.DecodeJSON(payload, sources.DecodeOptions{Strict: true, MaxDepth: 32}); err != nil {
+			if _, err := codec.DecodeJSON(payload, codec.DecodeOptions{Strict: true, MaxDepth: 32}); err != nil {
 				return nil, time.Time{}, fmt.Errorf("%w: %v", errDupClaim, err)
 			}
 		}

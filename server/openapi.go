@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // openAPIDocument is the API's OpenAPI 3.1 description, written by hand.
@@ -23,8 +24,8 @@ const openAPIServerURL = "http://localhost:5500/prodapi/v1"
 // openAPIDocumentFor returns the document with its server URL replaced
 // by the service's ("https://news.example/api/news/v1").
 func openAPIDocumentFor(serverURL string) []byte {
-	old := sources.AppendJSONString(nil, openAPIServerURL)
-	return bytes.Replace([]byte(openAPIDocument), old, sources.AppendJSONString(nil, serverURL), 1)
+	old := codec.AppendJSONString(nil, openAPIServerURL)
+	return bytes.Replace([]byte(openAPIDocument), old, codec.AppendJSONString(nil, serverURL), 1)
 }
 
 // openAPI serves the description at <prefix>/v1/openapi.json. It needs no

@@ -28,6 +28,7 @@ import (
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -271,13 +272,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	d := loadOpenAPI(t)
 
 	// Strict JSON (no duplicate keys), formatted with two spaces, as
-	// sources.AppendJSONIndent writes it, ending in a newline.
-	ordered, err := sources.DecodeJSON(d.raw, sources.DecodeOptions{Strict: true})
+	// codec.AppendJSONIndent writes it, ending in a newline.
+	ordered, err := codec.DecodeJSON(d.raw, codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
-	if want := append(sources.AppendJSONIndent(nil, ordered, "  "), '\n'); !bytes.Equal(d.raw, want) {
-		t.Errorf("openapi.json is not formatted with two-space indentation (as sources.AppendJSONIndent writes it); first difference near byte %d", firstDiff(d.raw, want))
+	if want := append(codec.AppendJSONIndent(nil, ordered, "  "), '\n'); !bytes.Equal(d.raw, want) {
+		t.Errorf("openapi.json is not formatted with two-space indentation (as codec.AppendJSONIndent writes it); first difference near byte %d", firstDiff(d.raw, want))
 	}
 
 	for _, key := range []string{"openapi", "info", "servers", "paths", "components", "security", "tags"} {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A Reader is the part of a backend the renderer needs: details and lists.
@@ -127,9 +128,9 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 func encode(v any, pretty bool) *sources.Representation {
 	var body []byte
 	if pretty {
-		body = sources.AppendJSONIndent(nil, v, "    ")
+		body = codec.AppendJSONIndent(nil, v, "    ")
 	} else {
-		body = sources.AppendJSON(make([]byte, 0, 4096), v)
+		body = codec.AppendJSON(make([]byte, 0, 4096), v)
 	}
 	return &sources.Representation{Status: http.StatusOK, Body: body, ETag: etagOf(body)}
 }

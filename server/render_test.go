@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 type fakeReader struct {
@@ -129,7 +130,7 @@ func TestRenderListLinks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &sources.Query{Resource: res("desks"), Page: tc.page, MaxResults: tc.max, Params: tc.params}
-			got := string(sources.AppendJSON(nil, listLinks(q, tc.total)))
+			got := string(codec.AppendJSON(nil, listLinks(q, tc.total)))
 			if got != tc.want {
 				t.Errorf("links:\n got %s\nwant %s", got, tc.want)
 			}
@@ -188,7 +189,7 @@ func TestProject(t *testing.T) {
 	} {
 		d := doc()
 		project(d, tc.p)
-		if got := string(sources.AppendJSON(nil, d)); got != tc.want {
+		if got := string(codec.AppendJSON(nil, d)); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Options configure a Server. The zero value of each field works.
@@ -113,7 +114,7 @@ func homeBody() []byte {
 	for _, r := range sources.Resources() {
 		child = append(child, sources.D("href", r.Name, "title", r.Title))
 	}
-	return sources.AppendJSON(nil, sources.D("_links", sources.D("child", child)))
+	return codec.AppendJSON(nil, sources.D("_links", sources.D("child", child)))
 }
 
 // validID reports whether id matches the original's item_url,

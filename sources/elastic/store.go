@@ -17,6 +17,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Options configure a Store.
@@ -85,7 +86,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	if q.Search == nil {
 		return nil, fmt.Errorf("elastic: search %s: no search body", q.Resource.Name)
 	}
-	r, err := s.search(ctx, "search", q.Resource.Collection, sources.AppendJSON(nil, q.Search))
+	r, err := s.search(ctx, "search", q.Resource.Collection, codec.AppendJSON(nil, q.Search))
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func lookupBody(l sources.Lookup) (body []byte, n int) {
 	}
 	doc.Set("size", int64(size))
 	doc.Set("track_total_hits", false)
-	return sources.AppendJSON(nil, doc), len(values)
+	return codec.AppendJSON(nil, doc), len(values)
 }
 
 // termString renders a lookup value as the string the index holds.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -210,7 +211,7 @@ func listQuery(t testing.TB, resource, where string, sort []sources.SortKey, pag
 		q.Sort = q.Resource.DefaultSort
 	}
 	if where != "" {
-		v, err := sources.DecodeJSON([]byte(where), sources.DecodeOptions{Strict: true})
+		v, err := codec.DecodeJSON([]byte(where), codec.DecodeOptions{Strict: true})
 		if err != nil {
 			t.Fatal(err)
 		}

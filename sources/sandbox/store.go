@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // sample is the bundled newsroom (PRODAPI_SANDBOX=sample).
@@ -152,7 +153,7 @@ func loadCollection(fsys fs.FS, name string) ([]*sources.Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %s: %w", name, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 var (
@@ -353,7 +354,7 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 	_, err := Load(fstest.MapFS{"desks.json": {Data: []byte(`[{"_id": "a"}, {"_id": }]`)}}, Options{})
-	var se *sources.SyntaxError
+	var se *codec.SyntaxError
 	if !errors.As(err, &se) || se.Offset != 23 {
 		t.Errorf("Load error = %v, want a SyntaxError at offset 23", err)
 	}
