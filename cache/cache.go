@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options tune a Cache. The zero value is usable.
@@ -45,7 +46,7 @@ type Options struct {
 	// LoadTimeout bounds a load, which runs detached from the requests
 	// waiting for it; 0 means 10s.
 	LoadTimeout time.Duration
-	Metrics     *sources.Metrics // nil: none
+	Metrics     *metrics.Metrics // nil: none
 	Logger      *slog.Logger     // nil: discard
 	Now         func() time.Time // nil: time.Now
 }
@@ -86,7 +87,7 @@ type Cache struct {
 	loadTimeout  time.Duration
 	log          *slog.Logger
 	now          func() time.Time
-	metrics      *metrics
+	metrics      *series
 
 	local   *local
 	breaker breaker

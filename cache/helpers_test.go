@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A clock is a settable time source.
@@ -186,7 +187,7 @@ type env struct {
 	m       *miniredis.Miniredis // nil without Redis
 	rdb     *redis.Client
 	realRDB redis.UniversalClient // on a real redis-server
-	metrics *sources.Metrics
+	metrics *metrics.Metrics
 	opts    Options
 }
 
@@ -198,7 +199,7 @@ func withOptions(f func(*Options)) envOption { return func(e *env) { f(&e.opts) 
 
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
-	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
 	e.m = miniredis.RunT(t)
 	e.opts = Options{
 		Stale:       time.Minute,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A redisServer is a redis-server process this test started, on a free
@@ -108,7 +109,7 @@ func realEnv(t *testing.T, srv *redisServer, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
 	e.opts = Options{
 		Stale:        time.Minute,
 		NotFoundTTL:  5 * time.Second,

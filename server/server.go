@@ -16,6 +16,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Server. The zero value of each field works.
@@ -31,7 +32,7 @@ type Options struct {
 	// Checks are probed by /readyz.
 	Checks []Check
 	// Metrics are exposed at /metrics; nil exposes an empty registry.
-	Metrics *sources.Metrics
+	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// AccessLog, when set, receives the access log: one JSON line per
 	// request, in log/slog's JSONHandler format, one Write each. Unset,
@@ -56,7 +57,7 @@ type Server struct {
 	auth    *authenticator
 	assets  sources.AssetStore
 	checks  []Check
-	metrics *sources.Metrics
+	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
 	prefix  string
@@ -66,8 +67,8 @@ type Server struct {
 	ids            *requestIDs
 	access         *accessLogger
 	headers        *headerMemo
-	requests       *sources.Counter
-	panics         *sources.Counter
+	requests       *metrics.Counter
+	panics         *metrics.Counter
 }
 
 // New returns a server answering list and detail requests with load.
@@ -96,7 +97,7 @@ func New(load sources.Loader, opts Options) *Server {
 		s.now = time.Now
 	}
 	if s.metrics == nil {
-		s.metrics = sources.NewMetrics()
+		s.metrics = metrics.NewMetrics()
 	}
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")

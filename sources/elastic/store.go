@@ -18,13 +18,14 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Store.
 type Options struct {
 	Index   string           // ELASTICSEARCH_INDEX: the index prefix, e.g. "superdesk"
 	Timeout time.Duration    // per request; 0 means DefaultTimeout
-	Queries *sources.Counter // counts backend "elastic", op "search"
+	Queries *metrics.Counter // counts backend "elastic", op "search"
 	Logger  *slog.Logger     // nil discards
 }
 
@@ -35,7 +36,7 @@ type Store struct {
 	client  *elasticsearch.Client
 	prefix  string
 	timeout time.Duration
-	queries *sources.Counter
+	queries *metrics.Counter
 	log     *slog.Logger
 
 	// missing remembers the indexes already reported absent, so a fresh

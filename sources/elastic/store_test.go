@@ -16,6 +16,7 @@ import (
 	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var versions = []estest.Version{estest.V8, estest.V7}
@@ -58,7 +59,7 @@ func newsroom() map[string][]*sources.Doc {
 type fixture struct {
 	fake    *estest.Server
 	store   *essrc.Store
-	queries *sources.Counter
+	queries *metrics.Counter
 }
 
 func setup(t *testing.T, fo estest.Options, timeout time.Duration) fixture {
@@ -76,7 +77,7 @@ func (f fixture) connect(t *testing.T, url string, timeout time.Duration) fixtur
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.queries = sources.NewMetrics().SourceQueries()
+	f.queries = metrics.NewMetrics().SourceQueries()
 	f.store = essrc.New(client, essrc.Options{Index: "superdesk", Timeout: timeout, Queries: f.queries})
 	return f
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Defaults for the zero Options.
@@ -48,7 +49,7 @@ type Options struct {
 	Timeout     time.Duration // per Asset call (all S3 requests and retries); 0 means DefaultTimeout
 	// Queries counts one query (backend "s3", resource "assets", op
 	// "asset") per Asset call that reaches S3. Nil counts nothing.
-	Queries *sources.Counter
+	Queries *metrics.Counter
 	Logger  *slog.Logger // nil: discard
 	// Now is the clock presigned URLs are signed with and expire by; nil
 	// means time.Now.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // sample is the bundled newsroom (PRODAPI_SANDBOX=sample).
@@ -25,7 +26,7 @@ type Options struct {
 	Latency time.Duration
 	// Queries counts queries (prodapi_source_queries_total) with backend
 	// label "sandbox"; nil counts nothing.
-	Queries *sources.Counter
+	Queries *metrics.Counter
 	// Now anchors ES date math ("now-1d"); nil means time.Now.
 	Now func() time.Time
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var (
@@ -202,7 +203,7 @@ func oidFromHex(s string) sources.ObjectID {
 
 func TestQueriesCounted(t *testing.T) {
 	ctx := context.Background()
-	m := sources.NewMetrics()
+	m := metrics.NewMetrics()
 	q := m.SourceQueries()
 	s := openTest(t, Options{Queries: q})
 	s.Get(ctx, itemsRes, "x")
