@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the generated files of testdata
 
 const mediaPrefix = "http://localhost:5500/prodapi/v1/assets"
 
-// render attaches _links as the server's renderer does: self first, then
+// render attaches _links as server/render does: self first, then
 // the enrichment links, as the last key of each document.
 func render(res *sources.Resource, docs, links []*sources.Doc) []any {
 	out := make([]any, len(docs))

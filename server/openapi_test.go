@@ -27,6 +27,7 @@ import (
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
@@ -820,11 +821,11 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
-	var load sources.Loader
+	var load render.Loader
 	if failure != nil {
-		load = server.NewRenderer(failingReader{failure}, e)
+		load = render.New(failingReader{failure}, e)
 	} else {
-		c := cache.New(nil, server.NewRenderer(store, e), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
+		c := cache.New(nil, render.New(store, e), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
 		t.Cleanup(func() { c.Close(context.Background()) })
 		load = c
 	}

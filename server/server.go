@@ -1,6 +1,6 @@
 // Package server serves the /prodapi/v1 API over HTTP: routing, token
 // checks, parameter validation (server/query), and writing the
-// representations a sources.Loader (the cache, in front of the Renderer)
+// representations a render.Loader (the cache, in front of the Renderer)
 // produces. It never imports a backend driver or adapter.
 package server
 
@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/metrics"
@@ -53,7 +54,7 @@ type Check struct {
 
 // A Server answers the API. Create it with New; serve Handler.
 type Server struct {
-	load    sources.Loader
+	load    render.Loader
 	auth    *authenticator
 	assets  sources.AssetStore
 	checks  []Check
@@ -72,7 +73,7 @@ type Server struct {
 }
 
 // New returns a server answering list and detail requests with load.
-func New(load sources.Loader, opts Options) *Server {
+func New(load render.Loader, opts Options) *Server {
 	s := &Server{
 		load:    load,
 		auth:    newAuthenticator(opts.Auth),
@@ -105,7 +106,7 @@ func New(load sources.Loader, opts Options) *Server {
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}
 	s.home = homeBody()
-	s.homeETag = []byte(etagOf(s.home))
+	s.homeETag = []byte(render.ETag(s.home))
 	return s
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -92,7 +93,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	defer b.close(logger)
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
-	renderer := server.NewRenderer(b.store, enricher)
+	renderer := render.New(b.store, enricher)
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package server
+package render
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func res(name string) *sources.Resource {
 	return r
 }
 
-func render(t *testing.T, rd *Renderer, q *sources.Query) (*sources.Representation, string) {
+func render(t *testing.T, rd *Renderer, q *sources.Query) (*Representation, string) {
 	t.Helper()
 	rep, err := rd.Load(context.Background(), q)
 	if err != nil {
@@ -64,7 +64,7 @@ func TestRenderDetail(t *testing.T) {
 		"5d76113ab3af37dea3a2eb9e": sources.D("_id", oid, "name", "PROD", "_updated", updated, "task", sources.D("desk", "d", "stage", "s")),
 		"c1":                       sources.D("_id", "c1", "first_name", "Brett"),
 	}}
-	rd := NewRenderer(store, noEnrich)
+	rd := New(store, noEnrich)
 
 	rep, body := render(t, rd, &sources.Query{Resource: res("desks"), ID: "5d76113ab3af37dea3a2eb9e", Page: 1, MaxResults: 25})
 	want := `{"_id":"5d76113ab3af37dea3a2eb9e","name":"PROD","_updated":"2026-11-20T09:15:00+0000","task":{"desk":"d","stage":"s"},` +
@@ -73,7 +73,7 @@ func TestRenderDetail(t *testing.T) {
 	if body != want {
 		t.Errorf("detail:\n got %s\nwant %s", body, want)
 	}
-	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != etagOf(rep.Body) || rep.Status != 200 {
+	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != ETag(rep.Body) || rep.Status != 200 {
 		t.Errorf("detail metadata: %+v", rep)
 	}
 
@@ -144,7 +144,7 @@ func TestRenderList(t *testing.T) {
 		sources.D("_id", oid, "name", "Arts", "_updated", "2026-11-20T09:15:00.000Z"),
 		sources.D("_id", "x", "name", "News", "_links", sources.D("self", "stale")),
 	}, Aggregations: sources.D("type", sources.D("buckets", []any{}))}}
-	rep, body := render(t, NewRenderer(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
+	rep, body := render(t, New(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
 		Fields: sources.Projection{Fields: []string{"_updated"}, Exclude: true}})
 	want := `{"_items":[{"_id":"5d76113ab3af37dea3a2eb92","name":"Arts","_links":{"self":{"title":"Item","href":"items/5d76113ab3af37dea3a2eb92"},"planning":{"title":"Planning","href":"planning/p1"}}},` +
 		`{"_id":"x","name":"News","_links":{"self":{"title":"Item","href":"items/x"},"planning":{"title":"Planning","href":"planning/p1"}}}],` +
@@ -160,7 +160,7 @@ func TestRenderList(t *testing.T) {
 	degraded := EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
 		return nil, true, nil
 	})
-	rep, _ = render(t, NewRenderer(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
+	rep, _ = render(t, New(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
 	if !rep.NoStore {
 		t.Error("degraded enrichment not marked NoStore")
 	}

@@ -1,4 +1,10 @@
-package server
+// Package render turns a query into its representation: it reads the
+// backend, has the enricher shape the documents, applies the client's
+// projection, adds Eve's _links and encodes the JSON. The Renderer is the
+// Loader beneath the cache, so a request goes server → cache → render →
+// enrich and sources, and never comes back up: this package imports
+// neither server nor cache.
+package render
 
 import (
 	"context"
@@ -35,41 +41,41 @@ func (f EnricherFunc) Enrich(ctx context.Context, res *sources.Resource, docs []
 
 // A Renderer produces the representation of a query: it reads the
 // backend, enriches, projects, adds _links and encodes the JSON. It is
-// the sources.Loader the cache wraps.
+// the Loader the cache wraps.
 type Renderer struct {
 	store  Reader
 	enrich Enricher
 }
 
-// NewRenderer returns a renderer reading store and shaping with enrich.
-func NewRenderer(store Reader, enrich Enricher) *Renderer {
+// New returns a renderer reading store and shaping with enrich.
+func New(store Reader, enrich Enricher) *Renderer {
 	return &Renderer{store: store, enrich: enrich}
 }
 
-var _ sources.Loader = (*Renderer)(nil)
+var _ Loader = (*Renderer)(nil)
 
 // Load renders q. A missing detail is a 404 representation; other
 // failures are errors.
-func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*Representation, error) {
 	if q.IsDetail() {
 		return rd.detail(ctx, q)
 	}
 	return rd.list(ctx, q)
 }
 
-func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representation, error) {
 	res := q.Resource
 	doc, err := rd.store.Get(ctx, res, q.ID)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &sources.Representation{Status: http.StatusNotFound, Total: -1}, nil
+		return &Representation{Status: http.StatusNotFound, Total: -1}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("server: reading %s/%s: %w", res.Name, q.ID, err)
+		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
 	}
 	modified := updated(doc)
 	links, degraded, err := rd.enrich.Enrich(ctx, res, []*sources.Doc{doc}, true)
 	if err != nil {
-		return nil, fmt.Errorf("server: enriching %s/%s: %w", res.Name, q.ID, err)
+		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
 	project(doc, q.Fields)
 	if !res.NoLinks {
@@ -84,11 +90,11 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	return rep, nil
 }
 
-func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation, error) {
 	res := q.Resource
 	result, err := rd.store.Find(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("server: listing %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
 	var modified time.Time
 	for _, d := range result.Docs {
@@ -98,7 +104,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	}
 	links, degraded, err := rd.enrich.Enrich(ctx, res, result.Docs, false)
 	if err != nil {
-		return nil, fmt.Errorf("server: enriching %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
@@ -125,14 +131,14 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	return rep, nil
 }
 
-func encode(v any, pretty bool) *sources.Representation {
+func encode(v any, pretty bool) *Representation {
 	var body []byte
 	if pretty {
 		body = codec.AppendJSONIndent(nil, v, "    ")
 	} else {
 		body = codec.AppendJSON(make([]byte, 0, 4096), v)
 	}
-	return &sources.Representation{Status: http.StatusOK, Body: body, ETag: etagOf(body)}
+	return &Representation{Status: http.StatusOK, Body: body, ETag: ETag(body)}
 }
 
 func appendLinks(l *sources.Doc, links []*sources.Doc, i int) {
