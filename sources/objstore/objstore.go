@@ -111,7 +111,7 @@ var errCallTimeout = errors.New("objstore: call timed out")
 // missing bucket, 5xx, refused connections), or are ctx's error. They
 // carry S3's detail as text for logs, never an S3 type.
 func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
-	key, name, ok := objectKey(s.opts.Prefix, mediaID)
+	key, name, ok := ObjectKey(s.opts.Prefix, mediaID)
 	if !ok {
 		return nil, fmt.Errorf("objstore: asset %q: %w", mediaID, sources.ErrNotFound)
 	}
