@@ -18,6 +18,13 @@ type Doc struct {
 	fields []Field
 }
 
+// Link is one entry of a document's _links, as Eve wrote them:
+// {"title": title, "href": href}. The renderer's self, parent and
+// collection links and the enricher's links are all built by it.
+func Link(title, href string) *Doc {
+	return NewDoc(Field{Key: "title", Value: title}, Field{Key: "href", Value: href})
+}
+
 // A Field is one key and value of a Doc.
 type Field struct {
 	Key   string

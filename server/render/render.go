@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
@@ -77,7 +76,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representati
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
-	project(doc, q.Fields)
+	q.Fields.Apply(doc) // _links come after, never projected away
 	if !res.NoLinks {
 		l := itemLinks(q, docID(doc, q.ID))
 		appendLinks(l, links, 0)
@@ -108,9 +107,9 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
-		project(d, q.Fields)
+		q.Fields.Apply(d)
 		if !res.NoLinks {
-			l := sources.NewDoc(sources.Field{Key: "self", Value: link(res.ItemTitle, res.Name+"/"+docID(d, ""))})
+			l := sources.NewDoc(sources.Field{Key: "self", Value: sources.Link(res.ItemTitle, res.Name+"/"+docID(d, ""))})
 			appendLinks(l, links, i)
 			setLast(d, "_links", l)
 		}
@@ -176,98 +175,4 @@ func updated(d *sources.Doc) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// project applies a client projection: an inclusive one keeps _id and the
-// named fields (dotted names reach into sub-documents and arrays of them);
-// an exclusive one drops the named fields. _links are added afterwards
-// and are never projected away.
-func project(d *sources.Doc, p sources.Projection) {
-	if p.IsZero() {
-		return
-	}
-	if p.Exclude {
-		for _, f := range p.Fields {
-			dropPath(d, f)
-		}
-		return
-	}
-	keep := map[string][]string{} // top-level field → sub-paths (nil: whole field)
-	for _, f := range p.Fields {
-		head, rest, dotted := strings.Cut(f, ".")
-		if !dotted {
-			keep[head] = nil
-			continue
-		}
-		if sub, ok := keep[head]; !ok || sub != nil {
-			keep[head] = append(sub, rest)
-		}
-	}
-	keep["_id"] = nil
-	for _, key := range d.Keys() {
-		sub, ok := keep[key]
-		switch {
-		case !ok:
-			d.Delete(key)
-		case sub != nil:
-			v, _ := d.Get(key)
-			if kept, any := keepPaths(v, sub); any {
-				d.Set(key, kept)
-			} else {
-				d.Delete(key)
-			}
-		}
-	}
-}
-
-// keepPaths projects a value to the given sub-paths, reporting whether
-// anything is left.
-func keepPaths(v any, paths []string) (any, bool) {
-	switch v := v.(type) {
-	case *sources.Doc:
-		c := v.Clone()
-		project(c, sources.Projection{Fields: paths})
-		c.Delete("_id")
-		if inner, ok := v.Get("_id"); ok && containsString(paths, "_id") {
-			c.Set("_id", inner)
-		}
-		return c, c.Len() > 0
-	case []any:
-		out := make([]any, 0, len(v))
-		for _, e := range v {
-			if kept, ok := keepPaths(e, paths); ok {
-				out = append(out, kept)
-			}
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// dropPath removes a dotted field, through sub-documents and arrays.
-func dropPath(v any, path string) {
-	head, rest, dotted := strings.Cut(path, ".")
-	switch v := v.(type) {
-	case *sources.Doc:
-		if !dotted {
-			v.Delete(head)
-			return
-		}
-		if sub, ok := v.Get(head); ok {
-			dropPath(sub, rest)
-		}
-	case []any:
-		for _, e := range v {
-			dropPath(e, path)
-		}
-	}
 }

@@ -38,7 +38,7 @@ func (f fakeReader) Find(context.Context, *sources.Query) (*sources.Result, erro
 var noEnrich = EnricherFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
 	links := make([]*sources.Doc, len(docs))
 	for i := range docs {
-		links[i] = sources.D("planning", link("Planning", "planning/p1"))
+		links[i] = sources.D("planning", sources.Link("Planning", "planning/p1"))
 	}
 	return links, false, nil
 })
@@ -166,31 +166,5 @@ func TestRenderList(t *testing.T) {
 	}
 	if want := "{\n    \"_items\": [\n        {\n            \"_id\": \"5d76113ab3af37dea3a2eb92\""; string(rep.Body[:len(want)]) != want {
 		t.Errorf("pretty body starts %q", rep.Body[:60])
-	}
-}
-
-func TestProject(t *testing.T) {
-	doc := func() *sources.Doc {
-		return sources.D("_id", "a", "headline", "h", "task", sources.D("desk", "d", "stage", "s"),
-			"renditions", []any{sources.D("href", "x", "width", int64(1)), sources.D("href", "y")}, "body_html", "<p>")
-	}
-	for _, tc := range []struct {
-		name string
-		p    sources.Projection
-		want string
-	}{
-		{"none", sources.Projection{}, `{"_id":"a","headline":"h","task":{"desk":"d","stage":"s"},"renditions":[{"href":"x","width":1},{"href":"y"}],"body_html":"<p>"}`},
-		{"include", sources.Projection{Fields: []string{"headline"}}, `{"_id":"a","headline":"h"}`},
-		{"include dotted", sources.Projection{Fields: []string{"task.stage", "renditions.width"}}, `{"_id":"a","task":{"stage":"s"},"renditions":[{"width":1}]}`},
-		{"include whole and dotted", sources.Projection{Fields: []string{"task", "task.stage"}}, `{"_id":"a","task":{"desk":"d","stage":"s"}}`},
-		{"include missing", sources.Projection{Fields: []string{"nope"}}, `{"_id":"a"}`},
-		{"exclude", sources.Projection{Fields: []string{"body_html", "task.desk", "renditions.href"}, Exclude: true},
-			`{"_id":"a","headline":"h","task":{"stage":"s"},"renditions":[{"width":1},{}]}`},
-	} {
-		d := doc()
-		project(d, tc.p)
-		if got := string(codec.AppendJSON(nil, d)); got != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
-		}
 	}
 }
