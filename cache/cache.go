@@ -47,9 +47,15 @@ type Options struct {
 	// LoadTimeout bounds a load, which runs detached from the requests
 	// waiting for it; 0 means 10s.
 	LoadTimeout time.Duration
-	Metrics     *metrics.Metrics // nil: none
-	Logger      *slog.Logger     // nil: discard
-	Now         func() time.Time // nil: time.Now
+
+	// TagTTL is how long a tag's generation key lives in Redis after its
+	// last invalidation; 0 means 24h. Entries are written to Redis for at
+	// most TagTTL, so that no entry outlives a generation it predates.
+	TagTTL time.Duration
+
+	Metrics *metrics.Metrics // nil: none
+	Logger  *slog.Logger     // nil: discard
+	Now     func() time.Time // nil: time.Now
 }
 
 // Defaults of Options.
@@ -86,6 +92,7 @@ type Cache struct {
 	localTTL     time.Duration
 	redisTimeout time.Duration
 	loadTimeout  time.Duration
+	tagTTL       time.Duration
 	log          *slog.Logger
 	now          func() time.Time
 	metrics      *series
@@ -94,6 +101,9 @@ type Cache struct {
 	breaker breaker
 	group   singleflight.Group
 	gzip    gzipPool
+	inval   invalLog
+	id      string // this replica, in the invalidations it publishes
+	sub     subscriber
 
 	// base is cancelled by Close: background refreshes derive from it.
 	base       context.Context
@@ -139,6 +149,8 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 		localTTL:     cmp.Or(opts.LocalTTL, DefaultLocalTTL),
 		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
 		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
+		tagTTL:       cmp.Or(opts.TagTTL, DefaultTagTTL),
+		id:           newReplicaID(),
 		log:          opts.Logger,
 		now:          opts.Now,
 		metrics:      newMetrics(opts.Metrics),
@@ -174,6 +186,7 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 			// Ends when Close closes the queue.
 			go c.writer(c.queues[i])
 		}
+		c.subscribe()
 	}
 	return c
 }
@@ -277,7 +290,14 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && now.Before(r.localUntil) {
 		return &fill{kind: kindHit, e: r.e}, nil
 	}
+	seq := c.inval.seqNow()
 	e, asked := c.redisGet(ctx, key)
+	var obsolete *entry
+	if e != nil && !c.current(ctx, e) {
+		// Invalidated since it was stored: not served as fresh or
+		// while a refresh runs, only if the load fails.
+		obsolete, e = e, nil
+	}
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
 		e = r.e
@@ -286,10 +306,10 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if e != nil {
 		switch {
 		case e.isFresh(now):
-			c.keepLocal(key, e, now)
+			c.keepLocalUnless(key, e, now, seq)
 			return &fill{kind: kindHit, e: e}, nil
 		case e.isUsable(now):
-			c.keepLocal(key, e, now)
+			c.keepLocalUnless(key, e, now, seq)
 			// The failure a response reports is one from before it.
 			_, status := c.staleState(key, now)
 			c.refresh(ctx, key, q, fresh)
@@ -302,6 +322,10 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && r.e.isUsable(now) {
 		fallback = r.e
 	}
+	if obsolete != nil && obsolete.isUsable(now) {
+		fallback = obsolete
+	}
+	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		now = c.now()
@@ -312,13 +336,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		}
 		return nil, err
 	}
-	return c.store(key, rep, fresh), nil
+	return c.store(ctx, key, fence, rep, fresh), nil
 }
 
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
-func (c *Cache) store(key string, rep *render.Representation, fresh time.Duration) *fill {
+func (c *Cache) store(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -331,8 +355,14 @@ func (c *Cache) store(key string, rep *render.Representation, fresh time.Duratio
 	}
 	now := c.now()
 	e := c.newEntry(rep, now, fresh, stale)
-	c.keepLocal(key, e, now)
-	c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh + stale})
+	if !c.tag(ctx, f, rep, e) {
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	}
+	if !c.keepLocalUnless(key, e, now, f.seq) {
+		c.metrics.fencedFills.Inc()
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	}
+	c.enqueue(writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL)})
 	c.clearFailure(key)
 	return &fill{kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
@@ -341,11 +371,24 @@ func (c *Cache) store(key string, rep *render.Representation, fresh time.Duratio
 // (its whole freshness when there is no Redis to converge with), never
 // past its freshness.
 func (c *Cache) keepLocal(key string, e *entry, now time.Time) {
+	c.local.put(key, e, c.localUntil(e, now))
+}
+
+func (c *Cache) localUntil(e *entry, now time.Time) time.Time {
 	until := e.freshUntil()
 	if local := now.Add(c.localTTL); c.rdb != nil && local.Before(until) {
 		until = local
 	}
-	c.local.put(key, e, until)
+	return until
+}
+
+// keepLocalUnless is keepLocal for an entry just loaded, unless an
+// invalidation of one of its tags arrived since seq; it reports whether
+// the entry is current.
+func (c *Cache) keepLocalUnless(key string, e *entry, now time.Time, seq uint64) bool {
+	return !c.local.putUnless(key, e, c.localUntil(e, now), func() bool {
+		return c.inval.since(seq, e.tags)
+	})
 }
 
 // refresh starts the background refresh of a stale key, unless one is
@@ -380,6 +423,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 		}()
 		ctx, cancel := c.background(ctx)
 		defer cancel()
+		fence := c.beginFill(ctx, q)
 		rep, err := c.callLoader(ctx, q)
 		if err != nil {
 			c.noteFailure(key, fwdStatus(err), c.now())
@@ -388,7 +432,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 			c.log.Warn("cache: background refresh failed", "resource", q.Resource.Name, "error", err)
 			return
 		}
-		c.store(key, rep, fresh)
+		c.store(ctx, key, fence, rep, fresh)
 		c.metrics.refreshes.Inc("ok")
 	}()
 }
@@ -581,6 +625,7 @@ func (c *Cache) Close(ctx context.Context) error {
 		c.closed = true
 		c.mu.Unlock()
 		c.cancelBase()
+		c.stopListening()
 	})
 	if err := waitFor(ctx, &c.refreshes); err != nil {
 		c.stopWrites()

@@ -54,7 +54,7 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 		c.log.Debug("cache: redis get failed", "error", err)
 		return nil, false
 	}
-	e, err = decode(key, b)
+	e, err = decodeTagged(key, b)
 	if err != nil {
 		c.metrics.corrupt.Inc()
 		c.log.Warn("cache: dropping a corrupt or foreign value", "key", key)
