@@ -58,8 +58,8 @@ var settings = []Setting{
 	{Name: "OBJSTORE_OBJECT_ACL", Help: "used by Superdesk on writes; accepted, unused", Value: func(c Config) string { return c.ObjStore.ACL }},
 	{Name: "OBJSTORE_ENDPOINT_URL", Help: "S3-compatible endpoint (MinIO, ...); unset: AWS", Value: func(c Config) string { return c.ObjStore.EndpointURL }},
 	{Name: "PRODAPI_ASSET_URL_LIFETIME", Help: "lifetime of presigned media URLs (at most 7 days)", Value: func(c Config) string { return Duration(c.ObjStore.URLLifetime) }},
-	{Name: "REDIS_URL", Help: "shared cache: redis://, rediss://, redis-sentinel://; unset: in-process tier only", Value: func(c Config) string { return c.Cache.RedisURL.String() }},
-	{Name: "PRODAPI_CACHE_TTL", Help: "freshness of every list and detail (default: 10s lists, 1m details, 5m desks and users)", Value: func(c Config) string {
+	{Name: "REDIS_URL", Help: "shared cache: redis://, rediss://, redis+cluster://, redis-sentinel://...; unset: in-process tier only", Value: func(c Config) string { return c.Cache.RedisURL.String() }},
+	{Name: "PRODAPI_CACHE_TTL", Help: "freshness of every list and detail, desks and users too", Value: func(c Config) string {
 		if c.Cache.ListTTL == c.Cache.DetailTTL {
 			return Duration(c.Cache.ListTTL)
 		}
