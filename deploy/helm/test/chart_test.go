@@ -407,3 +407,24 @@ func copyChart(t *testing.T) string {
 	}
 	return dst
 }
+
+// TestManifestsFile validates manifests rendered elsewhere, by the helm
+// CLI for one (`helm template ... > out.yaml`), when CHART_MANIFESTS names
+// the file.
+func TestManifestsFile(t *testing.T) {
+	path := os.Getenv("CHART_MANIFESTS")
+	if path == "" {
+		t.Skip("CHART_MANIFESTS names no file of rendered manifests")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decode(map[string]string{path: string(b)})
+	if err != nil {
+		t.Fatalf("invalid manifests: %v", err)
+	}
+	if len(find[*appsv1.Deployment](objs)) != 1 {
+		t.Errorf("%d objects, no Deployment among them", len(objs))
+	}
+}
