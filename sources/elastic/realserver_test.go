@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -166,4 +167,32 @@ func TestContractReal(t *testing.T) {
 		}
 		return sources.Split{Docs: sb, Search: store}
 	})
+}
+
+// A real 7.10 node sends no X-Elastic-Product header: the v8 client alone
+// refuses it (the defect Superdesk users would meet), the client built
+// from Config accepts it.
+func TestProductCheckReal(t *testing.T) {
+	url := sampleNode(t)
+	q := &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)}
+
+	cfg := essrc.Config(url, 30*time.Second)
+	cfg.Interceptors = nil
+	bare, err := elasticsearch.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = essrc.New(bare, essrc.Options{Index: "superdesk", Timeout: 30 * time.Second}).Find(t.Context(), q)
+	if !errors.Is(err, sources.ErrUnavailable) || !strings.Contains(err.Error(), "not Elasticsearch") {
+		t.Errorf("the bare v8 client against 7.10: %v, want the product check's refusal", err)
+	}
+
+	client, err := elasticsearch.NewClient(essrc.Config(url, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := essrc.New(client, essrc.Options{Index: "superdesk", Timeout: 30 * time.Second}).Find(t.Context(), q)
+	if err != nil || len(res.Docs) == 0 {
+		t.Errorf("Config's client against 7.10: %v, %v; want the items", res, err)
+	}
 }
