@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -69,7 +70,19 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := FreePorts(t, 2)
+	// No t.Fatal in here: Shared's other callers wait for this to return.
+	ports, err := freePorts(2)
+	if err != nil {
+		os.RemoveAll(home)
+		return nil, err
+	}
+	// The node ends when this pipe does: at Close, or when the test
+	// binary dies without closing (the kernel closes it then).
+	stdin, parentEnd, err := os.Pipe()
+	if err != nil {
+		os.RemoveAll(home)
+		return nil, err
+	}
 	cmd := exec.Command(java,
 		"-Xms256m", "-Xmx512m",
 		"-XX:+UseSerialGC",
@@ -84,13 +97,18 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 		// exactly the OSS modules.
 		"-Des.distribution.flavor=oss",
 		"-Des.distribution.type=tar",
+		"-Dprodapi.exitOnStdinEOF=true",
+		"-Dprodapi.deleteHomeOnExit=true",
 		"-cp", cp,
 		"prodapi.elastic.Launcher",
 		strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), home)
 	cmd.Env = append(os.Environ(), "JAVA_HOME="+javaHome)
+	cmd.Stdin = stdin
 	begin := time.Now()
 	p, err := Start("elasticsearch", cmd)
+	stdin.Close() // the child's end
 	if err != nil {
+		parentEnd.Close()
 		os.RemoveAll(home)
 		return nil, err
 	}
@@ -98,6 +116,7 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 	// because cleanups run before the adopted processes stop.
 	s.OnClose(func() {
 		p.Stop(30 * time.Second)
+		parentEnd.Close()
 		os.RemoveAll(home)
 	})
 	es := &Elastic{URL: "http://" + Addr(ports[0])}
@@ -150,6 +169,27 @@ func getJSON(ctx context.Context, url string, v any) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// freePorts is FreePorts without a testing.TB, for Shared's start
+// function, which must return rather than fail its caller.
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // findJava returns the java binary and its JAVA_HOME:

@@ -25,7 +25,11 @@ import org.elasticsearch.plugins.Plugin;
  * The node binds 127.0.0.1 only, runs as a single-node cluster, keeps
  * data and logs under the home dir, and ignores disk watermarks (a test
  * machine's disk may be nearly full). It runs until the JVM is told to
- * end (SIGTERM closes the node first).
+ * end (SIGTERM closes the node first) or, with
+ * {@code -Dprodapi.exitOnStdinEOF=true}, until its standard input ends:
+ * test/realserver holds a pipe to it, so a test binary that dies without
+ * stopping the node (a panic, a timeout, kill -9) takes the node with it;
+ * {@code -Dprodapi.deleteHomeOnExit=true} removes the home dir then too.
  */
 public final class Launcher {
     private static final List<Class<? extends Plugin>> MODULES = Arrays.asList(
@@ -57,6 +61,15 @@ public final class Launcher {
             + "logger.deprecation.level = error\n";
 
     private Launcher() {}
+
+    /** Deletes dir and everything below it, deepest first. */
+    private static void deleteTree(Path dir) throws java.io.IOException {
+        try (java.util.stream.Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : (Iterable<Path>) paths.sorted(java.util.Comparator.reverseOrder())::iterator) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3) {
@@ -94,12 +107,29 @@ public final class Launcher {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
                 node.close();
+                if (Boolean.getBoolean("prodapi.deleteHomeOnExit")) {
+                    deleteTree(home);
+                }
             } catch (Exception e) {
                 e.printStackTrace();
             } finally {
                 closed.countDown();
             }
         }, "prodapi-es-shutdown"));
+        if (Boolean.getBoolean("prodapi.exitOnStdinEOF")) {
+            Thread watch = new Thread(() -> {
+                try {
+                    while (System.in.read() >= 0) {
+                        // The parent writes nothing; only EOF matters.
+                    }
+                } catch (Exception e) {
+                    // A broken pipe means the parent is gone too.
+                }
+                System.exit(0); // runs the shutdown hook: the node closes
+            }, "prodapi-es-parent-watch");
+            watch.setDaemon(true);
+            watch.start();
+        }
         node.start();
         System.out.println("prodapi-es: started on 127.0.0.1:" + args[0]);
         closed.await();
