@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // Benchmarks of Load's paths, with a 4 KiB JSON body (stored gzipped):
@@ -28,8 +30,8 @@ func benchEnv(b *testing.B, opts ...envOption) *env {
 }
 
 func benchRealEnv(b *testing.B, localBytes int64) *env {
-	srv := startRedis(b, "")
-	rdb, err := NewRedis(srv.url())
+	srv := realserver.StartRedis(b, 0)
+	rdb, err := NewRedis(srv.URL())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +140,7 @@ func staleLoop(b *testing.B, e *env, q *sources.Query) {
 	e.settle()
 	e.advance(15 * time.Second)
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
 		close(entered)
 		<-release
 		return nil, nil

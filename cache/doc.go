@@ -1,8 +1,8 @@
 // Package cache is prodapi's read-through cache: an in-process tier in
-// front of Redis (shared by the replicas), in front of the server's
-// renderer, with one backend load per key at a time.
+// front of Redis (shared by the replicas), in front of the renderer
+// (server/render), with one backend load per key at a time.
 //
-// A Cache wraps a sources.Loader and is one: the server checks auth and
+// A Cache wraps a render.Loader and is one: the server checks auth and
 // scope on every request, hits included, and parses the query before it
 // calls Load. The cache never sees a token.
 //
@@ -130,7 +130,10 @@
 //	redis-sentinel://[[user]:pass@]host:port[,host:port...]/mastername[/db][?sentinel_password=...]
 //	rediss-sentinel://...                                        Sentinel (over TLS)
 //
-// Options are go-redis's URL options (dial_timeout, pool_size, ...).
+// Options are go-redis's URL options (dial_timeout, pool_size, ...), and
+// for a Cluster cluster_state_reload_interval (default 1s): how often the
+// client re-reads the slots, which bounds how long it keeps sending a
+// failed-over master's slots to the dead master.
 // Ports default to 6379, 26379 for sentinels. In a Sentinel URL the
 // userinfo authenticates to the master and replicas; sentinel_username and
 // sentinel_password authenticate to the sentinels.

@@ -6,19 +6,20 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // decode parses a JSON parameter value strictly (duplicate keys, invalid
 // UTF-8 and trailing data refused) and no deeper than maxDepth.
 func decode(name, raw string) (any, error) {
-	v, err := sources.DecodeJSON([]byte(raw), sources.DecodeOptions{Strict: true, MaxDepth: maxDepth})
+	v, err := codec.DecodeJSON([]byte(raw), codec.DecodeOptions{Strict: true, MaxDepth: maxDepth})
 	if err == nil {
 		return v, nil
 	}
-	if errors.Is(err, sources.ErrTooDeep) {
+	if errors.Is(err, codec.ErrTooDeep) {
 		return nil, badf("%s: nested more than %d levels deep", name, maxDepth)
 	}
-	if se, ok := errors.AsType[*sources.SyntaxError](err); ok {
+	if se, ok := errors.AsType[*codec.SyntaxError](err); ok {
 		return nil, badf("%s: invalid JSON: %s", name, se.Error())
 	}
 	return nil, badf("%s: invalid JSON", name)
@@ -60,6 +61,11 @@ func isPattern(name string) bool { return strings.ContainsAny(name, "*?") }
 // hiddenField reports whether a client may not use name: it is hidden
 // (sources.Resource.Hidden), or it is a wildcard pattern that could match
 // a hidden field, a document holding one, or anything inside one.
+//
+// It is the one rule every parameter naming a field goes through (where,
+// sort, projection, projections, source, filter, q, df), so a path at or
+// below an excluded field is refused however it is spelt: dotted,
+// through array indexes (a.0.b), in another case, or as a pattern.
 func hiddenField(res *sources.Resource, name string) bool {
 	if res.Hidden(name) {
 		return true
@@ -67,6 +73,7 @@ func hiddenField(res *sources.Resource, name string) bool {
 	if !isPattern(name) {
 		return false
 	}
+	name = sources.FoldName(name)
 	for _, x := range res.Excluded {
 		if !res.Hidden(x) {
 			continue // a queryable timestamp
@@ -221,6 +228,11 @@ func (p *parser) parseProjection() error {
 			}
 		}
 	case []any:
+		if name == "projection" {
+			// Eve takes an object only; eve-elastic's projections is
+			// the array form.
+			return badf("projection: must be a JSON object of 0/1, not an array")
+		}
 		for _, e := range v {
 			s, ok := e.(string)
 			if !ok {
@@ -232,7 +244,7 @@ func (p *parser) parseProjection() error {
 		if name == "projections" {
 			return badf("projections: must be a JSON array of field names")
 		}
-		return badf("projection: must be a JSON object of 0/1 (or an array of field names)")
+		return badf("projection: must be a JSON object of 0/1")
 	}
 	for _, f := range append(slices.Clip(incl), excl...) {
 		if msg := pathProblem(f); msg != "" {
@@ -264,7 +276,7 @@ func (p *parser) parseProjection() error {
 	for i, f := range proj.Fields {
 		canon[i] = sources.Field{Key: f, Value: flag}
 	}
-	p.keep("projection", string(sources.AppendCanonicalJSON(nil, sources.NewDoc(canon...))))
+	p.keep("projection", string(codec.AppendCanonicalJSON(nil, sources.NewDoc(canon...))))
 	return nil
 }
 

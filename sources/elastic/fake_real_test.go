@@ -12,6 +12,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
 	"github.com/prodapi/prodapi/sources/sourcestest"
 )
@@ -121,7 +122,7 @@ func postJSON(t *testing.T, url, body string) (int, []byte) {
 // ids of Elasticsearch's own (index uuids, node ids) are left out.
 func shapeOf(t *testing.T, b []byte) string {
 	t.Helper()
-	v, err := sources.DecodeJSON(b, sources.DecodeOptions{})
+	v, err := codec.DecodeJSON(b, codec.DecodeOptions{})
 	if err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
@@ -139,7 +140,7 @@ func shapeOf(t *testing.T, b []byte) string {
 		}
 		st, _ := d.Get("status")
 		out.Set("status", st)
-		return string(sources.AppendCanonicalJSON(nil, out))
+		return string(codec.AppendCanonicalJSON(nil, out))
 	}
 	hits, _ := d.Doc("hits")
 	if v, ok := hits.Get("total"); ok {
@@ -173,5 +174,5 @@ func shapeOf(t *testing.T, b []byte) string {
 	if a, ok := d.Get("aggregations"); ok {
 		out.Set("aggregations", a)
 	}
-	return string(sources.AppendCanonicalJSON(nil, out))
+	return string(codec.AppendCanonicalJSON(nil, out))
 }

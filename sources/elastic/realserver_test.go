@@ -18,6 +18,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/sandbox"
 	"github.com/prodapi/prodapi/sources/sourcestest"
@@ -81,9 +82,9 @@ func seedIndexes(url, prefix string, docs map[string][]*sources.Doc) error {
 				}
 			}
 			src.Set("_resource", c)
-			body = sources.AppendJSON(body, sources.D("index", sources.D("_index", index, "_id", idOf(d))))
+			body = codec.AppendJSON(body, sources.D("index", sources.D("_index", index, "_id", idOf(d))))
 			body = append(body, '\n')
-			body = sources.AppendJSON(body, src)
+			body = codec.AppendJSON(body, src)
 			body = append(body, '\n')
 		}
 		res, err := esDo(ctx, http.MethodPost, url+"/_bulk?refresh=true", body)
@@ -131,7 +132,7 @@ func collectionsOf(fsys fs.FS) (map[string][]*sources.Doc, error) {
 		if err != nil {
 			continue
 		}
-		v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+		v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 		if err != nil {
 			return nil, fmt.Errorf("%s.json: %w", c, err)
 		}

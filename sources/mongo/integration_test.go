@@ -79,6 +79,14 @@ func TestIntegrationContract(t *testing.T) {
 				t.Fatalf("seeding %s: %v", coll, err)
 			}
 		}
+		for coll, fields := range sourcestest.GeoIndexes() {
+			for field, kind := range fields {
+				model := mongodriver.IndexModel{Keys: bson.D{{Key: field, Value: kind}}}
+				if _, err := db.Collection(coll).Indexes().CreateOne(t.Context(), model); err != nil {
+					t.Fatalf("indexing %s.%s: %v", coll, field, err)
+				}
+			}
+		}
 		search, err := sandbox.Open(dir, sandbox.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // The evaluators get validated input, but must never panic on any
 // document: what they cannot evaluate is ErrInvalid.
 
 func decodeFuzz(data []byte) (*sources.Doc, bool) {
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true, MaxDepth: 64})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true, MaxDepth: 64})
 	if err != nil {
 		return nil, false
 	}
@@ -45,6 +46,24 @@ func FuzzSearch(f *testing.F) {
 		docs := []*sources.Doc{doc, sources.D("_id", "x", "a", "b c", "n", int64(3)), body}
 		if _, err := Search(docs, body, now); err != nil && !errors.Is(err, sources.ErrInvalid) {
 			t.Errorf("Search(%s): %v, want nil or ErrInvalid", bodyJSON, err)
+		}
+	})
+}
+
+// FuzzQueryString feeds any text to query_string and simple_query_string:
+// grammar's lexer and the parser above it answer or refuse, never panic.
+func FuzzQueryString(f *testing.F) {
+	for _, s := range []string{`headline:(a OR b) AND -"c d"~2`, `x:[1 TO 5} y:>=3 _exists_:z`, `a:`, `"`, `/re/ \`, `(((`, `+a | b* -c`} {
+		f.Add(s)
+	}
+	now := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	docs := []*sources.Doc{sources.D("_id", "x", "headline", "a b c", "n", int64(3))}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, kind := range []string{"query_string", "simple_query_string"} {
+			body := sources.D("query", sources.D(kind, sources.D("query", s)))
+			if _, err := Search(docs, body, now); err != nil && !errors.Is(err, sources.ErrInvalid) {
+				t.Errorf("%s %q: %v, want nil or ErrInvalid", kind, s, err)
+			}
 		}
 	})
 }

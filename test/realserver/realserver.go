@@ -7,7 +7,8 @@
 // A server whose prerequisites are missing (no java or mvn, no Go
 // toolchain, no redis-server) skips the test with a loud message, or
 // fails it when PRODAPI_REQUIRE_REAL is set, as CI does: there a skip
-// would hide a missing install step.
+// would hide a missing install step. With PRODAPI_TEST_SKIPS naming a
+// file, each skip is also written there, for `make test` to print.
 //
 // Servers that are slow to start (Elasticsearch takes tens of seconds)
 // are shared by the tests of one package through a Set, closed by the
@@ -47,7 +48,27 @@ func Missing(t testing.TB, what, how string) {
 	if os.Getenv(RequireEnv) != "" {
 		t.Fatalf("realserver: %s is not available and %s is set: %s", what, RequireEnv, how)
 	}
-	t.Skipf("realserver: SKIPPED, %s is not available: %s (set %s=1 to make this a failure)", what, how, RequireEnv)
+	msg := fmt.Sprintf("%s: SKIPPED, %s is not available: %s", t.Name(), what, how)
+	noteSkip(msg)
+	t.Skipf("realserver: %s (set %s=1 to make this a failure)", msg, RequireEnv)
+}
+
+// SkipsEnv names a file to which Missing appends one line per skipped
+// test, so that `make test` can say loudly what did not run: go test
+// shows a passing package's skips only with -v.
+const SkipsEnv = "PRODAPI_TEST_SKIPS"
+
+func noteSkip(msg string) {
+	name := os.Getenv(SkipsEnv)
+	if name == "" {
+		return
+	}
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintln(f, msg)
 }
 
 // FreePort returns a loopback TCP port nobody listens on now.
@@ -185,7 +206,6 @@ type onceResult struct {
 	done chan struct{}
 	v    any
 	err  error
-	skip string // why the server is unavailable, for every later caller
 }
 
 // Run runs the package's tests, then stops every server the set

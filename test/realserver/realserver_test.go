@@ -3,7 +3,9 @@ package realserver
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,5 +84,21 @@ func TestTailBufferKeepsTheEnd(t *testing.T) {
 	b.Write([]byte("gh"))
 	if got := b.String(); got != "efgh" {
 		t.Fatalf("tail = %q, want %q", got, "efgh")
+	}
+}
+
+func TestMissingIsRecorded(t *testing.T) {
+	if os.Getenv(RequireEnv) != "" {
+		t.Skip("Missing fails under " + RequireEnv + ", by design")
+	}
+	skips := filepath.Join(t.TempDir(), "skips")
+	t.Setenv(SkipsEnv, skips)
+	t.Run("inner", func(t *testing.T) { Missing(t, "the thing", "install it") })
+	data, err := os.ReadFile(skips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "TestMissingIsRecorded/inner: SKIPPED, the thing is not available: install it\n"; string(data) != want {
+		t.Fatalf("skips file = %q, want %q", data, want)
 	}
 }
