@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // checkInvariants checks what every accepted Query must satisfy, with code
@@ -162,7 +163,7 @@ func (c *checker) whereValue(path string, v any) {
 				}
 				c.whereValue(path, f.Value)
 			case strings.HasPrefix(f.Key, "$"):
-				if !allowedWhereOps[f.Key] || bannedOps[f.Key] {
+				if !allowedWhereOps[f.Key] || grammar.BannedMongoOp(f.Key) {
 					c.failf("operator %s reached the output", f.Key)
 				}
 				c.whereValue(path, f.Value)

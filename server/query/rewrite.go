@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // A walker validates Elasticsearch query DSL from a client (source,
@@ -307,9 +308,13 @@ func (b *boolQ) conjoin(kind string, qs ...any) {
 	}
 }
 
-// legacyBool are the keys that become a bool query; several of them in
-// one object merge, as fix_query merged them.
-var legacyBool = map[string]bool{"bool": true, "filtered": true, "and": true, "or": true, "not": true, "query": true}
+// legacyBool reports whether key becomes a bool query (bool itself and
+// grammar's legacy forms); several of them in one object merge, as
+// fix_query merged them.
+func legacyBool(key string) bool {
+	qt, ok := grammar.QueryTypeByName(key)
+	return ok && (qt.Bool || key == "bool")
+}
 
 // query validates and normalises one query object.
 func (w *walker) query(v any) (*sources.Doc, error) {
@@ -328,7 +333,7 @@ func (w *walker) query(v any) (*sources.Doc, error) {
 	if d.Len() > 1 {
 		b := &boolQ{}
 		for _, f := range d.Fields() {
-			if !legacyBool[f.Key] {
+			if !legacyBool(f.Key) {
 				if refused[f.Key] {
 					return nil, w.unknown(f.Key, "")
 				}
@@ -349,7 +354,10 @@ func (w *walker) query(v any) (*sources.Doc, error) {
 	f := d.Fields()[0]
 	w.push(f.Key)
 	defer w.pop()
-	if legacyBool[f.Key] {
+	if _, ok := grammar.QueryTypeByName(f.Key); !ok {
+		return nil, w.unknown(f.Key, "query type") // grammar's table is the allow-list
+	}
+	if legacyBool(f.Key) {
 		b, err := w.boolOf(f.Key, f.Value)
 		if err != nil {
 			return nil, err

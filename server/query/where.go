@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // parseWhere reads where: a MongoDB filter on document lists, field
@@ -99,56 +100,38 @@ func sortFields(fs []sources.Field) {
 	slices.SortStableFunc(fs, func(a, b sources.Field) int { return strings.Compare(a.Key, b.Key) })
 }
 
-// Operators Eve knew that we refuse outright: server-side JavaScript,
-// aggregation expressions, regular expressions and text search.
-var bannedOps = map[string]bool{
-	"$where": true, "$regex": true, "$expr": true, "$function": true, "$accumulator": true,
-	"$text": true, "$options": true, "$search": true, "$language": true, "$caseSensitive": true,
-	"$diacriticSensitive": true,
-}
-
-// fieldOps are the operators allowed in a field's condition.
-var fieldOps = map[string]bool{
-	"$eq": true, "$ne": true, "$gt": true, "$gte": true, "$lt": true, "$lte": true,
-	"$in": true, "$nin": true, "$all": true, "$exists": true, "$type": true, "$size": true,
-	"$mod": true, "$not": true, "$elemMatch": true, "$bitsAllClear": true, "$bitsAllSet": true,
-	"$bitsAnyClear": true, "$bitsAnySet": true, "$geoWithin": true, "$geoIntersects": true,
-	"$near": true, "$nearSphere": true, "$maxDistance": true, "$minDistance": true,
-}
-
-// Operators that exist only inside another one.
-var innerOps = map[string]string{
-	"$box": "$geoWithin", "$center": "$geoWithin", "$centerSphere": "$geoWithin",
-	"$polygon": "$geoWithin", "$geometry": "$geoWithin, $geoIntersects, $near or $nearSphere",
-}
-
-var logicalOps = map[string]bool{"$and": true, "$or": true, "$nor": true}
-
-// MongoDB's $type aliases and codes.
-var typeAliases = map[string]bool{
-	"double": true, "string": true, "object": true, "array": true, "binData": true,
-	"undefined": true, "objectId": true, "bool": true, "date": true, "null": true, "regex": true,
-	"dbPointer": true, "javascript": true, "symbol": true, "javascriptWithScope": true, "int": true,
-	"timestamp": true, "long": true, "decimal": true, "minKey": true, "maxKey": true, "number": true,
-}
-
 // mongoWhere validates a filter against the grammar in the brief and
 // returns it with filter and operator keys sorted.
 type mongoWhere struct {
 	res *sources.Resource
 }
 
+// The operators, their places and arguments are grammar's table; this
+// file checks each argument by its kind.
+
 func opError(k, where string) *Error {
+	o, known := grammar.MongoOp(k)
 	switch {
-	case bannedOps[k]:
+	case grammar.BannedMongoOp(k):
 		return badf("where: operator %s is not allowed", quote(k))
-	case fieldOps[k] || logicalOps[k]:
+	case known && o.Place != grammar.Inside:
 		return badf("where: operator %s cannot be used %s", quote(k), where)
-	case innerOps[k] != "":
-		return badf("where: operator %s can only be used inside %s", quote(k), innerOps[k])
+	case known:
+		return badf("where: operator %s can only be used inside %s", quote(k), orList(o.In))
 	}
 	return badf("where: unknown operator %s", quote(k))
 }
+
+// orList writes a, b or c.
+func orList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
+}
+
+func isFieldOp(k string) bool   { return grammar.IsMongoOp(k, grammar.Field) }
+func isLogicalOp(k string) bool { return grammar.IsMongoOp(k, grammar.Logical) }
 
 func needs(op, path, what string) *Error {
 	return badf("where: %s on %s needs %s", quote(op), quote(path), what)
@@ -168,7 +151,7 @@ func (w mongoWhere) filter(d *sources.Doc, prefix string) (*sources.Doc, error) 
 	for _, f := range d.Fields() {
 		k := f.Key
 		if strings.HasPrefix(k, "$") {
-			if !logicalOps[k] {
+			if !isLogicalOp(k) {
 				return nil, opError(k, "at the top of a filter")
 			}
 			arr, ok := f.Value.([]any)
@@ -216,7 +199,7 @@ func (w mongoWhere) cond(path string, v any) (any, error) {
 	ops := 0
 	for _, f := range d.Fields() {
 		if strings.HasPrefix(f.Key, "$") {
-			if !fieldOps[f.Key] {
+			if !isFieldOp(f.Key) {
 				return nil, opError(f.Key, "on a field")
 			}
 			ops++
@@ -239,7 +222,7 @@ func (w mongoWhere) literal(path string, v any) error {
 	case *sources.Doc:
 		for _, f := range v.Fields() {
 			if strings.HasPrefix(f.Key, "$") {
-				if bannedOps[f.Key] || !fieldOps[f.Key] && !logicalOps[f.Key] {
+				if grammar.BannedMongoOp(f.Key) || !isFieldOp(f.Key) && !isLogicalOp(f.Key) {
 					return opError(f.Key, "")
 				}
 				return badf("where: operator %s cannot be used inside a value", quote(f.Key))
@@ -267,47 +250,50 @@ func (w mongoWhere) literal(path string, v any) error {
 
 // ops validates an operator document and returns it with keys sorted.
 func (w mongoWhere) ops(path string, d *sources.Doc) (*sources.Doc, error) {
-	near := d.Has("$near") || d.Has("$nearSphere")
 	fields := make([]sources.Field, 0, d.Len())
 	for _, f := range d.Fields() {
 		k, arg := f.Key, f.Value
 		out := arg
 		var err error
-		switch k {
-		case "$eq", "$ne", "$gt", "$gte", "$lt", "$lte":
+		o, _ := grammar.MongoOp(k)
+		if o.Place != grammar.Field {
+			return nil, opError(k, "on a field")
+		}
+		switch o.Arg {
+		case grammar.Value:
 			err = w.literal(path, arg)
-		case "$in", "$nin", "$all":
+		case grammar.Values:
 			arr, ok := arg.([]any)
 			if !ok {
 				return nil, needs(k, path, "an array")
 			}
 			err = w.literal(path, arr)
-		case "$exists":
+		case grammar.Flag:
 			switch arg.(type) {
 			case bool, int64, float64:
 			default:
 				return nil, needs(k, path, "true or false")
 			}
-		case "$type":
+		case grammar.TypeSpec:
 			if !typeArg(arg) {
 				return nil, needs(k, path, "a BSON type number or alias, or an array of them")
 			}
-		case "$size":
+		case grammar.Count:
 			if n, ok := arg.(int64); !ok || n < 0 {
 				return nil, needs(k, path, "a non-negative integer")
 			}
-		case "$mod":
+		case grammar.Modulus:
 			arr, ok := arg.([]any)
 			if !ok || len(arr) != 2 || !isNum(arr[0]) || !isNum(arr[1]) || arr[0] == int64(0) || arr[0] == float64(0) {
 				return nil, needs(k, path, "[divisor, remainder] with a non-zero divisor")
 			}
-		case "$not":
+		case grammar.Operators:
 			sub, ok := arg.(*sources.Doc)
 			if !ok || sub.Len() == 0 || !allOps(sub) {
 				return nil, needs(k, path, "an operator object")
 			}
 			out, err = w.ops(path, sub)
-		case "$elemMatch":
+		case grammar.ElemMatch:
 			sub, ok := arg.(*sources.Doc)
 			if !ok || sub.Len() == 0 {
 				return nil, needs(k, path, "a non-empty object")
@@ -318,24 +304,17 @@ func (w mongoWhere) ops(path string, d *sources.Doc) (*sources.Doc, error) {
 				// A filter on the elements: its paths are relative to path.
 				out, err = w.filter(sub, path)
 			}
-		case "$bitsAllClear", "$bitsAllSet", "$bitsAnyClear", "$bitsAnySet":
+		case grammar.BitMask:
 			if !bitsArg(arg) {
 				return nil, needs(k, path, "a non-negative integer or an array of bit positions")
 			}
-		case "$geoWithin":
-			err = geoWithin(path, arg)
-		case "$geoIntersects":
-			sub, ok := arg.(*sources.Doc)
-			if !ok || sub.Len() != 1 || !sub.Has("$geometry") {
-				return nil, needs(k, path, `{"$geometry": ...}`)
-			}
-			v, _ := sub.Get("$geometry")
-			err = geometry(path, v)
-		case "$near", "$nearSphere":
+		case grammar.Shape:
+			err = shape(path, k, arg)
+		case grammar.Point:
 			err = nearArg(path, k, arg)
-		case "$maxDistance", "$minDistance":
-			if !near {
-				return nil, badf("where: %s on %s needs $near or $nearSphere", quote(k), quote(path))
+		case grammar.Distance:
+			if !slices.ContainsFunc(o.In, d.Has) {
+				return nil, badf("where: %s on %s needs %s", quote(k), quote(path), orList(o.In))
 			}
 			if !isNum(arg) || num(arg) < 0 {
 				return nil, needs(k, path, "a non-negative number")
@@ -363,7 +342,7 @@ func allOps(d *sources.Doc) bool {
 
 func hasLogical(d *sources.Doc) bool {
 	for _, f := range d.Fields() {
-		if logicalOps[f.Key] {
+		if isLogicalOp(f.Key) {
 			return true
 		}
 	}
@@ -391,9 +370,10 @@ func num(v any) float64 {
 func typeArg(v any) bool {
 	switch v := v.(type) {
 	case string:
-		return typeAliases[v]
+		_, ok := grammar.TypeCodes(v)
+		return ok
 	case int64:
-		return v >= 1 && v <= 19 || v == -1 || v == 127
+		return grammar.TypeCode(v)
 	case []any:
 		if len(v) == 0 {
 			return false
@@ -427,6 +407,20 @@ func bitsArg(v any) bool {
 func point(v any) bool {
 	arr, ok := v.([]any)
 	return ok && len(arr) == 2 && isNum(arr[0]) && isNum(arr[1])
+}
+
+// shape checks the argument of $geoWithin or $geoIntersects: one of the
+// shape operators the table places inside it.
+func shape(path, op string, v any) error {
+	if op == "$geoWithin" {
+		return geoWithin(path, v)
+	}
+	sub, ok := v.(*sources.Doc)
+	if !ok || sub.Len() != 1 || !sub.Has("$geometry") {
+		return needs(op, path, `{"$geometry": ...}`)
+	}
+	g, _ := sub.Get("$geometry")
+	return geometry(path, g)
 }
 
 func geoWithin(path string, v any) error {

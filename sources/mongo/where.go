@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // maxDepth bounds the nesting of a where the translator follows. The
@@ -25,7 +26,9 @@ func whereError(format string, args ...any) error {
 }
 
 // A translator rebuilds a validated where as the filter sent to MongoDB,
-// operator by operator, from an allow-list. Nothing a client sent reaches
+// operator by operator, from an allow-list: grammar's table, the one the
+// validator upstream reads (where_test.go proves every entry translates).
+// Nothing a client sent reaches
 // the server unless it was recognised here: keys are checked against the
 // grammar, values are copied, and documents inside values may not hold
 // $-keys.
@@ -227,6 +230,9 @@ func (t translator) conds(path string, ops *sources.Doc, depth int) ([]cond, []*
 	)
 	for _, f := range ops.Fields() {
 		op, arg := f.Key, f.Value
+		if !grammar.IsMongoOp(op, grammar.Field) {
+			return nil, nil, whereError("operator %.32q not allowed", op)
+		}
 		switch op {
 		case "$eq", "$ne":
 			vs, err := t.variants(arg)
@@ -330,7 +336,7 @@ func (t translator) conds(path string, ops *sources.Doc, depth int) ([]cond, []*
 			}
 			out = append(out, cond{op, arg})
 		default:
-			return nil, nil, whereError("operator %.32q not allowed", op)
+			return nil, nil, whereError("operator %.32q not translated", op)
 		}
 	}
 	return out, lifted, nil
@@ -562,8 +568,11 @@ func isNumber(v any) bool {
 
 func typeArg(v any, arrayOK bool) bool {
 	switch v := v.(type) {
-	case int64, float64, string:
+	case int64, float64:
 		return true
+	case string:
+		_, ok := grammar.TypeCodes(v)
+		return ok
 	case []any:
 		if !arrayOK || len(v) == 0 {
 			return false
@@ -601,11 +610,7 @@ func geoArg(op string, arg any) (*sources.Doc, error) {
 		return nil, whereError("%s takes one shape", op)
 	}
 	shape := d.Keys()[0]
-	allowed := []string{"$geometry"}
-	if op == "$geoWithin" {
-		allowed = append(allowed, "$box", "$center", "$centerSphere", "$polygon")
-	}
-	if !slices.Contains(allowed, shape) {
+	if s, ok := grammar.MongoOp(shape); !ok || s.Place != grammar.Inside || !slices.Contains(s.In, op) {
 		return nil, whereError("%s does not take %.32q", op, shape)
 	}
 	v, _ := d.Get(shape)

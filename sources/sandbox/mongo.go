@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // Match reports whether doc matches the MongoDB filter, with MongoDB's
@@ -630,13 +631,6 @@ func sizePred(arg any) (pred, error) {
 	}, nil
 }
 
-var typeAliases = map[string][]int{
-	"double": {1}, "string": {2}, "object": {3}, "array": {4}, "binData": {5}, "undefined": {6},
-	"objectId": {7}, "bool": {8}, "date": {9}, "null": {10}, "regex": {11}, "dbPointer": {12},
-	"javascript": {13}, "symbol": {14}, "javascriptWithScope": {15}, "int": {16}, "timestamp": {17},
-	"long": {18}, "decimal": {19}, "minKey": {-1}, "maxKey": {127}, "number": {1, 16, 18, 19},
-}
-
 // typeCode is the BSON type a value would be stored as. Integers are int
 // (16) when they fit in 32 bits and long (18) otherwise, as the Python
 // driver stores them.
@@ -679,7 +673,7 @@ func typePred(arg any) (pred, error) {
 	for _, e := range list {
 		switch e := normalize(e).(type) {
 		case string:
-			codes, ok := typeAliases[e]
+			codes, ok := grammar.TypeCodes(e)
 			if !ok {
 				return nil, invalid("unknown $type %q", e)
 			}
@@ -688,7 +682,7 @@ func typePred(arg any) (pred, error) {
 			}
 		default:
 			n, ok := asInt(e)
-			if !ok || !(n == -1 || n == 127 || (n >= 1 && n <= 19)) {
+			if !ok || !grammar.TypeCode(n) {
 				return nil, invalid("unknown $type %v", e)
 			}
 			want[int(n)] = true

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // jdoc decodes Extended JSON into a document, for test tables.
@@ -382,5 +383,35 @@ func TestCompareNumbers(t *testing.T) {
 		if got := compareValues(tc.a, tc.b); got != tc.want {
 			t.Errorf("compareValues(%v, %v) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// Every operator of grammar's table, the list the API accepts, is
+// evaluated: its example compiles and tells the documents below apart
+// (matching some, not all), so an operator added to the table and not to
+// the evaluator fails here.
+func TestMatchCoversGrammar(t *testing.T) {
+	docs := []*sources.Doc{
+		jdoc(t, `{"n": 10, "tags": ["a", "b"], "geo": [14.42, 50.08]}`),
+		jdoc(t, `{"n": 5, "tags": ["c"], "geo": [-0.12, 51.5]}`),
+		jdoc(t, `{}`),
+	}
+	for _, op := range grammar.MongoOps() {
+		t.Run(op.Name, func(t *testing.T) {
+			filter := jdoc(t, op.Example)
+			n := 0
+			for _, d := range docs {
+				ok, err := Match(d, filter)
+				if err != nil {
+					t.Fatalf("Match(%s): %v", op.Example, err)
+				}
+				if ok {
+					n++
+				}
+			}
+			if n == 0 || n == len(docs) {
+				t.Errorf("%s matches %d of %d documents, want some", op.Example, n, len(docs))
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 var searchNow = time.Date(2019, 9, 11, 12, 0, 0, 0, time.UTC)
@@ -547,5 +548,33 @@ func TestDateParser(t *testing.T) {
 	p, _ := newDateParser(now, "", "")
 	if _, ok, err := p.parse("hello", false); ok || err != nil {
 		t.Errorf(`parse("hello") = %v, %v; want not a date`, ok, err)
+	}
+}
+
+// Every query and aggregation type of grammar's table that reaches a
+// backend (the server rewrites the legacy forms into bool) is evaluated:
+// an entry added to the table and not to the evaluator fails here.
+func TestSearchCoversGrammar(t *testing.T) {
+	corpus := searchCorpus(t)
+	for _, qt := range grammar.QueryTypes() {
+		if qt.Bool {
+			continue
+		}
+		t.Run(qt.Name, func(t *testing.T) {
+			if _, err := Search(corpus, jdoc(t, `{"query": `+qt.Example+`}`), searchNow); err != nil {
+				t.Errorf("Search(%s): %v", qt.Example, err)
+			}
+		})
+	}
+	for _, at := range grammar.AggTypes() {
+		t.Run("aggs "+at.Name, func(t *testing.T) {
+			res, err := Search(corpus, jdoc(t, `{"aggs": `+at.Example+`}`), searchNow)
+			if err != nil {
+				t.Fatalf("Search(aggs %s): %v", at.Example, err)
+			}
+			if res.Aggregations == nil || res.Aggregations.Len() == 0 {
+				t.Errorf("Search(aggs %s): no aggregations", at.Example)
+			}
+		})
 	}
 }
