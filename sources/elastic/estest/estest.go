@@ -1,7 +1,8 @@
 // Package estest is a fake Elasticsearch for tests: an httptest.Server that
 // answers POST /<index>/_search over documents held in memory, GET / and
-// GET /_cluster/health, in the formats of Elasticsearch 8.x or 7.17, with
-// the X-Elastic-Product header the v8 client's product check wants. It
+// GET /_cluster/health, in the formats of Elasticsearch 8.x, 7.17 or
+// 7.10, with the X-Elastic-Product header the v8 client's product check
+// wants from 7.14 on (7.10 does not send it), or as another product. It
 // records every request so tests can assert exactly what was sent, and
 // can be told to fail the way real clusters do: error responses in the
 // servers' own formats, partial results, slowness, refusal.
@@ -35,6 +36,9 @@ type Version string
 const (
 	V8 Version = "8.15.3"
 	V7 Version = "7.17.24"
+	// V710 is what Superdesk's docker-compose runs (7.10.1; 7.10.2 is
+	// the one test/realserver runs): no X-Elastic-Product header.
+	V710 Version = "7.10.2"
 )
 
 // Major is the version's major number: 7 or 8.
@@ -44,6 +48,19 @@ func (v Version) Major() int {
 	}
 	return 8
 }
+
+// sendsProductHeader reports whether the version sends
+// X-Elastic-Product: Elasticsearch, as every release since 7.14 does.
+func (v Version) sendsProductHeader() bool {
+	var major, minor int
+	fmt.Sscanf(string(v), "%d.%d", &major, &minor)
+	return major > 7 || major == 7 && minor >= 14
+}
+
+// OpenSearch is an Options.Product: GET / answers as OpenSearch 1.3 does
+// with compatibility.override_main_response_version on (version number
+// 7.10.2, its own tagline, no build flavor), without X-Elastic-Product.
+const OpenSearch = "OpenSearch"
 
 // A SearchFunc evaluates a search body over the documents of an index,
 // as sandbox.Search does: the page of hits (after from and size, in sort
@@ -71,9 +88,13 @@ type Options struct {
 	// TotalAsInt sends hits.total as a bare number, as Elasticsearch 6
 	// did and 7+ does with rest_total_hits_as_int=true.
 	TotalAsInt bool
-	// NoProductHeader leaves out X-Elastic-Product: what a proxy or
-	// another product answers; the v8 client refuses it.
+	// NoProductHeader leaves out X-Elastic-Product (which versions from
+	// 7.14 on send): what a proxy or another product answers; the v8
+	// client refuses it.
 	NoProductHeader bool
+	// Product, when set (OpenSearch), makes the fake another product
+	// speaking the same API: its own GET / and no X-Elastic-Product.
+	Product string
 	// Addr is the address to listen on; empty means 127.0.0.1:0. Tests of
 	// recovery start a fake where a client already failed to connect.
 	Addr string
@@ -245,7 +266,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, rec)
 	s.mu.Unlock()
 
-	if !s.opts.NoProductHeader {
+	if !s.opts.NoProductHeader && s.opts.Product == "" && s.opts.Version.sendsProductHeader() {
 		w.Header().Set("X-Elastic-Product", "Elasticsearch")
 	}
 	if err != nil {
@@ -339,8 +360,14 @@ func (s *Server) checkMediaTypes(r *http.Request) []byte {
 }
 
 func (s *Server) rootInfo() []byte {
+	if s.opts.Product == OpenSearch {
+		return []byte(openSearchInfo)
+	}
 	lucene, wire, index := "9.11.1", "7.17.0", "7.0.0"
-	if s.opts.Version.Major() == 7 {
+	switch {
+	case s.opts.Version == V710:
+		lucene, wire, index = "8.7.0", "6.8.0", "6.0.0-beta1"
+	case s.opts.Version.Major() == 7:
 		lucene, wire, index = "8.11.3", "6.8.0", "6.0.0-beta1"
 	}
 	return fmt.Appendf(nil, `{
@@ -362,6 +389,25 @@ func (s *Server) rootInfo() []byte {
 }
 `, s.opts.Version, lucene, wire, index)
 }
+
+const openSearchInfo = `{
+  "name" : "opensearch-node1",
+  "cluster_name" : "opensearch-cluster",
+  "cluster_uuid" : "Jv0sQ3WQS0S8r2cOlhXKkg",
+  "version" : {
+    "distribution" : "opensearch",
+    "number" : "7.10.2",
+    "build_type" : "tar",
+    "build_hash" : "9a5b4a6d8e9b8bd8f5bd6c59cb6fbb6c42ce8f32",
+    "build_date" : "2023-12-14T21:26:03.530979Z",
+    "build_snapshot" : false,
+    "lucene_version" : "8.10.1",
+    "minimum_wire_compatibility_version" : "6.8.0",
+    "minimum_index_compatibility_version" : "6.0.0-beta1"
+  },
+  "tagline" : "The OpenSearch Project: https://opensearch.org/"
+}
+`
 
 const clusterHealth = `{"cluster_name":"docker-cluster","status":"green","timed_out":false,"number_of_nodes":1,"number_of_data_nodes":1,"active_primary_shards":5,"active_shards":5,"relocating_shards":0,"initializing_shards":0,"unassigned_shards":0,"delayed_unassigned_shards":0,"number_of_pending_tasks":0,"number_of_in_flight_fetch":0,"task_max_waiting_in_queue_millis":0,"active_shards_percent_as_number":100.0}`
 
