@@ -40,16 +40,21 @@ const ferretDBStart = 2 * time.Minute
 // set. Tests share it: each uses a database of its own.
 func (s *Set) FerretDB(t testing.TB) *FerretDB {
 	t.Helper()
-	return Shared(t, s, "ferretdb", func() (*FerretDB, error) { return s.startFerretDB() })
+	return Shared(t, s, "ferretdb", func() (*FerretDB, error) { return s.startFerretDB(t) })
 }
 
 var readyLine = regexp.MustCompile(`ferretdb: ready (\S+) version (\S+)`)
 
-func (s *Set) startFerretDB() (*FerretDB, error) {
-	bin, err := buildFerretDB()
+func (s *Set) startFerretDB(t testing.TB) (*FerretDB, error) {
+	begin := time.Now()
+	bin, built, err := buildFerretDB()
 	if err != nil {
 		return nil, err
 	}
+	if built {
+		t.Logf("realserver: built FerretDB into %s in %s", bin, time.Since(begin).Round(100*time.Millisecond))
+	}
+	begin = time.Now()
 	dir, err := os.MkdirTemp("", "prodapi-ferretdb-")
 	if err != nil {
 		return nil, err
@@ -84,6 +89,7 @@ func (s *Set) startFerretDB() (*FerretDB, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.Logf("realserver: FerretDB %s ready at %s in %s (pid %d, %s)", f.Version, f.URI, time.Since(begin).Round(10*time.Millisecond), p.PID(), bin)
 	return f, nil
 }
 
@@ -108,51 +114,51 @@ func ferretDBVersion(ctx context.Context, uri string) (string, error) {
 
 // buildFerretDB builds the command of test/ferretdb into the user's cache
 // directory, under a name keyed by the Go version and the module's files,
-// and returns its path. A binary already there is reused, so only the
+// and returns its path, and whether it built it now. A binary already there is reused, so only the
 // first run after a change pays for the build (minutes, cold; the Go
 // build cache makes later ones cheap). Packages tested in parallel may
 // build at once: each writes its own file and renames it into place.
-func buildFerretDB() (string, error) {
+func buildFerretDB() (bin string, built bool, err error) {
 	goBin, err := LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	src, err := ferretDBModule(goBin)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	key, err := ferretDBKey(goBin, src)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
 	dir := filepath.Join(cache, "prodapi", "realserver")
-	bin := filepath.Join(dir, "ferretdb-"+key)
+	bin = filepath.Join(dir, "ferretdb-"+key)
 	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+		return bin, false, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", false, err
 	}
 	tmp, err := os.CreateTemp(dir, "ferretdb-build-")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	cmd := exec.Command(goBin, "build", "-o", tmp.Name(), ".")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("realserver: building FerretDB in %s: %w\n%s", src, err, out)
+		return "", false, fmt.Errorf("realserver: building FerretDB in %s: %w\n%s", src, err, out)
 	}
 	if err := os.Rename(tmp.Name(), bin); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return bin, nil
+	return bin, true, nil
 }
 
 // ferretDBModule finds test/ferretdb from the main module's root, which

@@ -2,6 +2,7 @@ package realserver
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"strings"
@@ -50,5 +51,15 @@ func TestFerretDB(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second); err == nil {
 		conn.Close()
 		t.Errorf("%s still accepts connections after Close", u.Host)
+	}
+}
+
+// Without a Go toolchain FerretDB cannot be built: that is a missing
+// prerequisite (a loud skip, or a failure under PRODAPI_REQUIRE_REAL),
+// not an error.
+func TestFerretDBWithoutGo(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if _, _, err := buildFerretDB(); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("buildFerretDB without go on PATH: %v, want ErrUnavailable", err)
 	}
 }
