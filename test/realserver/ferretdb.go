@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,8 +118,8 @@ func ferretDBVersion(ctx context.Context, uri string) (string, error) {
 // directory, under a name keyed by the Go version and the module's files,
 // and returns its path, and whether it built it now. A binary already there is reused, so only the
 // first run after a change pays for the build (minutes, cold; the Go
-// build cache makes later ones cheap). Packages tested in parallel may
-// build at once: each writes its own file and renames it into place.
+// build cache makes later ones cheap). Packages tested in parallel take
+// turns under a file lock; the binary is renamed into place whole.
 func buildFerretDB() (bin string, built bool, err error) {
 	goBin, err := LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
 	if err != nil {
@@ -142,6 +144,20 @@ func buildFerretDB() (bin string, built bool, err error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", false, err
+	}
+	// One build at a time: go test runs packages in parallel, and each
+	// would otherwise compile FerretDB's ~47 modules cold at once. The
+	// lock goes with the process, however it ends.
+	lock, err := os.OpenFile(filepath.Join(dir, "ferretdb.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", false, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", false, fmt.Errorf("realserver: locking the FerretDB build: %w", err)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return bin, false, nil // built while this one waited
 	}
 	tmp, err := os.CreateTemp(dir, "ferretdb-build-")
 	if err != nil {
@@ -180,7 +196,7 @@ func ferretDBModule(goBin string) (string, error) {
 }
 
 // ferretDBKey hashes what the binary is built from: the Go version and
-// the module's go.mod, go.sum and Go files.
+// the module's go.mod, go.sum and Go files (not its tests).
 func ferretDBKey(goBin, src string) (string, error) {
 	h := sha256.New()
 	v, err := exec.Command(goBin, "env", "GOVERSION").Output()
@@ -192,6 +208,7 @@ func ferretDBKey(goBin, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasSuffix(n, "_test.go") })
 	for _, name := range append([]string{filepath.Join(src, "go.mod"), filepath.Join(src, "go.sum")}, names...) {
 		f, err := os.Open(name)
 		if err != nil {
