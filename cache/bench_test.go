@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // Benchmarks of Load's paths, with a 4 KiB JSON body (stored gzipped):
@@ -28,8 +29,8 @@ func benchEnv(b *testing.B, opts ...envOption) *env {
 }
 
 func benchRealEnv(b *testing.B, localBytes int64) *env {
-	srv := startRedis(b, "")
-	rdb, err := NewRedis(srv.url())
+	srv := realserver.StartRedis(b, 0)
+	rdb, err := NewRedis(srv.URL())
 	if err != nil {
 		b.Fatal(err)
 	}

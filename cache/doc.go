@@ -130,7 +130,10 @@
 //	redis-sentinel://[[user]:pass@]host:port[,host:port...]/mastername[/db][?sentinel_password=...]
 //	rediss-sentinel://...                                        Sentinel (over TLS)
 //
-// Options are go-redis's URL options (dial_timeout, pool_size, ...).
+// Options are go-redis's URL options (dial_timeout, pool_size, ...), and
+// for a Cluster cluster_state_reload_interval (default 1s): how often the
+// client re-reads the slots, which bounds how long it keeps sending a
+// failed-over master's slots to the dead master.
 // Ports default to 6379, 26379 for sentinels. In a Sentinel URL the
 // userinfo authenticates to the master and replicas; sentinel_username and
 // sentinel_password authenticate to the sentinels.

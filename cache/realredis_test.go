@@ -1,109 +1,33 @@
 package cache
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
-// A redisServer is a redis-server process this test started, on a free
-// loopback port, without persistence.
-type redisServer struct {
-	cmd  *exec.Cmd
-	port string
-	done chan struct{} // closed when the process has exited
-}
+// The real-Redis tests start their own redis-server processes through
+// realserver, on free loopback ports, stopped by PID at each test's
+// cleanup. Without redis-server they skip loudly; under
+// PRODAPI_REQUIRE_REDIS or PRODAPI_REQUIRE_REAL (CI) they fail.
 
-func freePort(t testing.TB) string {
+func signal(t testing.TB, srv *realserver.Redis, sig syscall.Signal) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-// startRedis starts redis-server on port ("" for a free one) and waits
-// until it accepts connections. The test's cleanup kills it.
-func startRedis(t testing.TB, port string) *redisServer {
-	t.Helper()
-	redisServerPath, err := exec.LookPath("redis-server")
-	if err != nil {
-		// CI sets PRODAPI_REQUIRE_REDIS: there, a missing server is a failure, not a skip.
-		if os.Getenv("PRODAPI_REQUIRE_REDIS") != "" {
-			t.Fatalf("redis-server not found on PATH and PRODAPI_REQUIRE_REDIS is set")
-		}
-		t.Skip("redis-server not found on PATH (apt-get install redis-server); CI installs it")
-	}
-	if port == "" {
-		port = freePort(t)
-	}
-	cmd := exec.Command(redisServerPath, "--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--loglevel", "notice")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &redisServer{cmd: cmd, port: port, done: make(chan struct{})}
-	ready := make(chan struct{})
-	// Ends when the process closes its output, at exit.
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-			}
-		}
-		cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(s.kill)
-	select {
-	case <-ready:
-	case <-s.done:
-		t.Fatalf("redis-server on port %s exited at start", port)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("redis-server on port %s not ready after 10s", port)
-	}
-	return s
-}
-
-func (s *redisServer) url() string { return "redis://127.0.0.1:" + s.port }
-
-// kill ends the process (SIGKILL, continuing it first if it was
-// stopped) and waits for it.
-func (s *redisServer) kill() {
-	s.cmd.Process.Signal(syscall.SIGCONT)
-	s.cmd.Process.Kill()
-	<-s.done
-}
-
-func (s *redisServer) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	if err := srv.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // realEnv is an env on a real Redis.
-func realEnv(t *testing.T, srv *redisServer, opts ...envOption) *env {
+func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 	t.Helper()
-	rdb, err := NewRedis(srv.url())
+	rdb, err := NewRedis(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +36,7 @@ func realEnv(t *testing.T, srv *redisServer, opts ...envOption) *env {
 	e.opts = Options{
 		Stale:        time.Minute,
 		NotFoundTTL:  5 * time.Second,
-		RedisTimeout: 20 * time.Millisecond,
+		RedisTimeout: realTimeout,
 		Metrics:      e.metrics,
 		Now:          e.clock.Now,
 	}
@@ -126,7 +50,7 @@ func realEnv(t *testing.T, srv *redisServer, opts ...envOption) *env {
 }
 
 func TestRealRedis(t *testing.T) {
-	srv := startRedis(t, "")
+	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv)
 	ctx := context.Background()
 	q := list(t, "items", "q", "election")
@@ -173,7 +97,7 @@ func TestRealRedis(t *testing.T) {
 }
 
 func TestRealRedisKilled(t *testing.T) {
-	srv := startRedis(t, "")
+	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv)
 	var warm []*sources.Query
 	for i := range 5 {
@@ -183,7 +107,7 @@ func TestRealRedisKilled(t *testing.T) {
 	}
 	e.settle()
 
-	srv.kill()
+	srv.Kill()
 	e.advance(3 * time.Second) // past the in-process lifetime: every request asks Redis
 	loadAll := func(prefix string) {
 		t.Helper()
@@ -228,7 +152,7 @@ func TestRealRedisKilled(t *testing.T) {
 
 	// Redis comes back empty on the same port: a probe after a cool-down
 	// finds it, and the cache uses it again.
-	startRedis(t, srv.port)
+	realserver.StartRedis(t, srv.Port)
 	untilBreakerCloses(t, e)
 	after := detail(t, "items", "after")
 	e.load(t, after)
@@ -255,13 +179,13 @@ func untilBreakerCloses(t *testing.T, e *env) {
 }
 
 func TestRealRedisHung(t *testing.T) {
-	srv := startRedis(t, "")
+	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv)
 	q := list(t, "items")
 	e.load(t, q)
 	e.settle()
 
-	srv.signal(t, syscall.SIGSTOP)
+	signal(t, srv, syscall.SIGSTOP)
 	e.advance(3 * time.Second)
 	for i := range 20 {
 		rep, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("i%d", i)))
@@ -279,7 +203,7 @@ func TestRealRedisHung(t *testing.T) {
 		t.Errorf("Redis errors counted = %d, want at least %d", got, breakerThreshold)
 	}
 
-	srv.signal(t, syscall.SIGCONT)
+	signal(t, srv, syscall.SIGCONT)
 	untilBreakerCloses(t, e)
 	after := detail(t, "items", "after")
 	e.load(t, after)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -59,6 +60,10 @@ func redisOptions(rawURL string) (any, error) {
 			return nil, errors.New("cache: REDIS_URL: a cluster has no database number")
 		}
 		q := u.query
+		reload, err := clusterReload(q)
+		if err != nil {
+			return nil, err
+		}
 		q["addr"] = append(slices.Clone(u.hosts[1:]), q["addr"]...)
 		scheme := strings.TrimSuffix(u.scheme, "+cluster")
 		opts, err := redis.ParseClusterURL(u.rebuild(scheme, u.user, u.hosts[0], "", q))
@@ -68,6 +73,7 @@ func redisOptions(rawURL string) (any, error) {
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
 		opts.MaintNotificationsConfig = noMaintNotifications()
+		opts.ClusterStateReloadInterval = reload
 		return opts, nil
 
 	case "redis-sentinel", "rediss-sentinel":
@@ -108,6 +114,11 @@ func redisOptions(rawURL string) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
 		}
+		// go-redis panics on the first two for a master client, and the
+		// third would send the cache's writes to a read-only replica.
+		if opts.RouteByLatency || opts.RouteRandomly || opts.ReplicaOnly {
+			return nil, errors.New("cache: REDIS_URL: a Sentinel URL names the master the cache reads and writes: route_by_latency, route_randomly and replica_only are not supported")
+		}
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
 		return opts, nil
@@ -126,6 +137,33 @@ func dialerRetries(q url.Values) int {
 		return n
 	}
 	return 1
+}
+
+// DefaultClusterReload is how often a Cluster client asks the cluster
+// for its slots again, unless the URL sets cluster_state_reload_interval.
+//
+// go-redis re-reads the slots on a MOVED or ASK reply, never on a refused
+// connection, and otherwise every 60s: after a failover it keeps sending
+// the dead master's slots to the dead master for up to a minute (seen
+// against a real cluster: every command on those slots refused, and the
+// cache's breaker open for all keys). A CLUSTER SLOTS a second per
+// client costs the cluster nothing and bounds that window by a second
+// once the cluster has promoted a replica.
+const DefaultClusterReload = time.Second
+
+// clusterReload takes cluster_state_reload_interval out of q, which
+// go-redis does not parse.
+func clusterReload(q url.Values) (time.Duration, error) {
+	v := q.Get("cluster_state_reload_interval")
+	q.Del("cluster_state_reload_interval")
+	if v == "" {
+		return DefaultClusterReload, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, errors.New("cache: REDIS_URL: cluster_state_reload_interval must be a positive duration, such as 1s")
+	}
+	return d, nil
 }
 
 // noMaintNotifications turns off the handshake for Redis Enterprise

@@ -3,6 +3,7 @@ package cache
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -109,6 +110,12 @@ func TestNewRedisRefuses(t *testing.T) {
 		"redis-sentinel://host/master/1/extra",
 		"redis-sentinel://host/master?master_name=other",
 		"redis://:hunter2@host?bogus_option=1",
+		// go-redis's master client panics on these two.
+		"redis-sentinel://host/master?route_randomly=true",
+		"redis-sentinel://host/master?route_by_latency=true",
+		// Writes to a replica fail: a shared tier that never fills.
+		"redis-sentinel://host/master?replica_only=true",
+		"redis+cluster://host?cluster_state_reload_interval=never",
 	} {
 		t.Run(raw, func(t *testing.T) {
 			c, err := NewRedis(raw)
@@ -120,5 +127,35 @@ func TestNewRedisRefuses(t *testing.T) {
 				t.Errorf("error %q repeats the password", err)
 			}
 		})
+	}
+}
+
+// A Cluster client re-reads the slots often: go-redis does it on MOVED,
+// never on a refused connection, so after a failover only this bounds how
+// long the dead master keeps its slots (TestRealRedisClusterFailover).
+func TestNewRedisClusterReload(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want time.Duration
+	}{
+		{"redis+cluster://a:7000,b:7001", DefaultClusterReload},
+		{"redis+cluster://a:7000?cluster_state_reload_interval=250ms&dial_timeout=1s", 250 * time.Millisecond},
+	} {
+		opts, err := redisOptions(tc.url)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		o := opts.(*redis.ClusterOptions)
+		if o.ClusterStateReloadInterval != tc.want {
+			t.Errorf("%s: reload every %s, want %s", tc.url, o.ClusterStateReloadInterval, tc.want)
+		}
+		if o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+			t.Errorf("%s: reads may go to replicas (ReadOnly %v, RouteByLatency %v, RouteRandomly %v): a replica may lag its master", tc.url, o.ReadOnly, o.RouteByLatency, o.RouteRandomly)
+		}
+	}
+	for _, bad := range []string{"0s", "-1s", "soon"} {
+		if _, err := redisOptions("redis+cluster://a:7000?cluster_state_reload_interval=" + bad); err == nil {
+			t.Errorf("cluster_state_reload_interval=%s accepted", bad)
+		}
 	}
 }

@@ -87,17 +87,20 @@ func newAuthenticator(opts AuthOptions) *authenticator {
 }
 
 var (
-	errNoToken  = errors.New("no token")
-	errBadScope = errors.New("scope claim is neither a list of names nor a space-separated string")
-	errAudience = errors.New("token audience does not name this service")
-	errDupClaim = errors.New("token payload repeats a claim")
+	errNoToken     = errors.New("no token")
+	errBadScope    = errors.New("scope claim is neither a list of names nor a space-separated string")
+	errAudience    = errors.New("token audience does not name this service")
+	errDupClaim    = errors.New("token payload repeats a claim")
+	errMalformed   = errors.New("token is not three base64url segments with a JSON object payload")
+	errNumericDate = errors.New("token date claim is not a JSON number")
+	errExtraWords  = errors.New("authorization header has words after the token")
 )
 
 // verify returns the claims of the request's token, or an error (401).
 func (a *authenticator) verify(r *http.Request) (*Claims, error) {
-	tok := tokenFrom(r.Header.Get("Authorization"))
-	if tok == "" {
-		return nil, errNoToken
+	tok, err := tokenFrom(r.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
 	}
 	now := a.opts.Now()
 	if m, ok := a.memo.Load(tok); ok {
@@ -132,14 +135,8 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	if len(a.opts.Secret) == 0 {
 		return nil, time.Time{}, errors.New("no shared secret")
 	}
-	// One JSON reader for claims: refuse payloads with duplicate keys,
-	// which different JSON parsers resolve differently.
-	if parts := strings.Split(tok, "."); len(parts) == 3 {
-		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-			if _, err := sources.DecodeJSON(payload, sources.DecodeOptions{Strict: true, MaxDepth: 32}); err != nil {
-				return nil, time.Time{}, fmt.Errorf("%w: %v", errDupClaim, err)
-			}
-		}
+	if err := checkPayload(tok); err != nil {
+		return nil, time.Time{}, err
 	}
 	var tc tokenClaims
 	// Header keys (jwk, jku, x5u, kid) are never looked at: the key is
@@ -162,6 +159,42 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	return c, nbf, nil
 }
 
+// checkPayload reads the token's claims with our one strict JSON reader
+// before the JWT library sees them: a payload with duplicate keys (which
+// different JSON parsers resolve differently) is refused, and so are exp,
+// nbf and iat that are not JSON numbers (RFC 7519 NumericDate; the
+// library would also take "4102444800", a string). A token that is not
+// three segments or whose payload is not base64url is refused here too
+// (the library would refuse it anyway).
+func checkPayload(tok string) error {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return errMalformed
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return errMalformed
+	}
+	v, err := sources.DecodeJSON(payload, sources.DecodeOptions{Strict: true, MaxDepth: 32})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errDupClaim, err)
+	}
+	d, ok := v.(*sources.Doc)
+	if !ok {
+		return errMalformed
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if c, ok := d.Get(name); ok {
+			switch c.(type) {
+			case int64, float64:
+			default:
+				return fmt.Errorf("%w: %s", errNumericDate, name)
+			}
+		}
+	}
+	return nil
+}
+
 // parseScope accepts a JSON list of names (what Superdesk issues) or a
 // space-separated string (RFC 8693 style); a missing scope is no scopes.
 func parseScope(raw json.RawMessage) ([]string, error) {
@@ -181,31 +214,40 @@ func parseScope(raw json.RawMessage) ([]string, error) {
 
 // tokenFrom extracts the token as Eve's TokenAuth did: the username of
 // Basic credentials; else "Bearer <t>" or "Token <t>" (case-insensitive,
-// the second space-separated word); else the bare header value.
-func tokenFrom(header string) string {
+// the second space-separated word); else the bare header value. Unlike
+// Eve, which took the second word and ignored the rest, a scheme followed
+// by more than one word is refused: "Bearer <t> <anything>" is not a
+// credential RFC 6750 knows, and accepting it hides client bugs.
+func tokenFrom(header string) (string, error) {
 	h := strings.TrimSpace(header)
 	if h == "" {
-		return ""
+		return "", errNoToken
 	}
 	if scheme, rest, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "basic") {
 		if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(rest)); err == nil {
-			if user, _, ok := strings.Cut(string(raw), ":"); ok {
-				return user
+			if user, _, ok := strings.Cut(string(raw), ":"); ok && user != "" {
+				return user, nil
 			}
 		}
-		return "" // undecodable Basic credentials carry no token
+		return "", errNoToken // undecodable Basic credentials carry no token
 	}
 	if hasPrefixFold(h, "bearer") || hasPrefixFold(h, "token") {
 		// Eve took the second word of split(" "): the text between the
 		// first space and the next.
 		_, rest, ok := strings.Cut(h, " ")
 		if !ok {
-			return ""
+			return "", errNoToken
 		}
-		word, _, _ := strings.Cut(rest, " ")
-		return word
+		word, _, extra := strings.Cut(rest, " ")
+		if extra && word != "" {
+			return "", errExtraWords
+		}
+		if word == "" {
+			return "", errNoToken
+		}
+		return word, nil
 	}
-	return h
+	return h, nil
 }
 
 func hasPrefixFold(s, prefix string) bool {

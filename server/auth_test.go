@@ -35,6 +35,10 @@ func validClaims(scope any) jwt.MapClaims {
 func TestTokenFrom(t *testing.T) {
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	for _, tc := range []struct{ header, want string }{
+		{"Bearer abc def", ""}, // more words than a token: refused (Eve took abc)
+		{"Bearer abc ", "abc"}, // trailing space is trimmed first
+		{"Token abc def", ""},
+		{"Bearer abc\tdef", "abc\tdef"}, // one word: the signature check refuses it
 		{"", ""},
 		{"Bearer abc", "abc"},
 		{"bearer abc", "abc"},
@@ -52,8 +56,9 @@ func TestTokenFrom(t *testing.T) {
 		{"Basic " + b64("nocolon"), ""},
 		{"Basic !!!", ""},
 	} {
-		if got := tokenFrom(tc.header); got != tc.want {
-			t.Errorf("tokenFrom(%q) = %q, want %q", tc.header, got, tc.want)
+		got, err := tokenFrom(tc.header)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("tokenFrom(%q) = %q, %v; want %q", tc.header, got, err, tc.want)
 		}
 	}
 }
@@ -86,6 +91,7 @@ func TestVerify(t *testing.T) {
 		wantScop []string
 	}{
 		{name: "valid", token: good, ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "words after the token", token: good + " extra"},
 		{name: "wrong secret", token: sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), validClaims([]string{"ARCHIVE_READ"}))},
 		{name: "alg none", token: noneTok},
 		{name: "HS512", token: sign(t, jwt.SigningMethodHS512, testSecret, validClaims([]string{"ARCHIVE_READ"}))},
@@ -95,6 +101,21 @@ func TestVerify(t *testing.T) {
 			opts: func(o *AuthOptions) { o.Leeway = time.Minute }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
 		{name: "no exp", token: withClaims(func(c jwt.MapClaims) { delete(c, "exp") })},
 		{name: "string exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })},
+		// RFC 7519 NumericDate is a JSON number; the JWT library alone
+		// takes a numeric string.
+		{name: "numeric string exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "4102444800" })},
+		{name: "numeric string nbf", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = "1000000000" })},
+		{name: "numeric string iat", token: withClaims(func(c jwt.MapClaims) { c["iat"] = "1000000000" })},
+		{name: "null iat", token: withClaims(func(c jwt.MapClaims) { c["iat"] = nil })},
+		{name: "boolean nbf", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = true })},
+		{name: "fractional exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = float64(testNow.Add(time.Hour).Unix()) + 0.5 }),
+			ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "payload not an object", token: func() string {
+			header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
+			payload := base64.RawURLEncoding.EncodeToString([]byte(`[1]`))
+			sig, _ := jwt.SigningMethodHS256.Sign(header+"."+payload, testSecret)
+			return header + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
+		}()},
 		{name: "nbf in future", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(time.Hour).Unix() })},
 		{name: "nbf past", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(-time.Hour).Unix() }), ok: true, wantScop: []string{"ARCHIVE_READ"}},
 		{name: "aud without audience configured", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "prodapi" })},

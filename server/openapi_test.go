@@ -83,7 +83,7 @@ var oaResources = []oaResource{
 			"urn:newsml:riverton.example:2026-11-09T16:25:20.758754:0999f495-7688-4726-9581-467552608ba9",
 			"urn:newsml:riverton.example:2026-09-15T10:00:55.109309:1007e910-f9a8-4ab8-99b3-43bb8a01f57a",
 		},
-		projection: `["name","dates.start"]`,
+		projection: `{"name":1,"dates.start":1}`,
 		source:     `{"query":{"bool":{"must_not":[{"term":{"state":"draft"}}]}},"aggs":{"calendars":{"terms":{"field":"calendars.qcode"}}}}`},
 	{name: "events_history", list: "listEventsHistory", get: "getEventsHistory", schema: "EventsHistory", links: "EventsHistoryLinks", listType: "EventsHistoryList",
 		details: []string{"6ae1da60957184d45484eaec"}, projection: `{"operation":1,"event_id":1}`, where: `{"operation":{"$in":["create","post"]}}`},
@@ -1131,7 +1131,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		expect(do(r.name+" list, hidden field", "GET", base+"?"+oaQuery("sort", hidden), "Authorization", all), 400)
 		expect(do(r.name+" list, 304", "GET", base, "Authorization", all, "If-None-Match", list.header.Get("ETag")), 304)
 		if lm := list.header.Get("Last-Modified"); lm != "" {
-			expect(do(r.name+" list, 304 by date", "GET", base, "Authorization", all, "If-Modified-Since", lm), 304)
+			expect(do(r.name+" list, no 304 by date", "GET", base, "Authorization", all, "If-Modified-Since", lm), 200)
 		}
 		expect(do(r.name+" list, gzip", "GET", base, "Authorization", all, "Accept-Encoding", "gzip"), 200)
 		expect(do(r.name+" list, HEAD", "HEAD", base, "Authorization", all), 200)

@@ -104,14 +104,22 @@ func gzipETag(etag string) string {
 }
 
 // notModified evaluates If-None-Match (weak comparison, any tag of the
-// list, or *), or, without it, If-Modified-Since (RFC 9110 §13.2.2).
-// Malformed dates are ignored rather than failing the request.
+// list, or *), or, without it and only on a single document,
+// If-Modified-Since (RFC 9110 §13.2.2). Malformed dates are ignored
+// rather than failing the request. A list (Total >= 0) never answers 304
+// by date, as Eve disables If-Modified-Since on collections: its
+// Last-Modified is only the newest _updated on the page, so an older
+// document changed or deleted leaves it as it was and a client polling by
+// date would keep a stale list for ever.
 func notModified(r *http.Request, rep *sources.Representation) bool {
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
 		if rep.ETag == "" {
 			return false
 		}
 		return matchesETag(inm, rep.ETag)
+	}
+	if rep.Total >= 0 {
+		return false
 	}
 	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !rep.LastModified.IsZero() {
 		t, err := http.ParseTime(ims)

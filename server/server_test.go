@@ -247,7 +247,11 @@ func TestRepresentationHeaders(t *testing.T) {
 		{"If-None-Match", `"x", "abc"`, 304},
 		{"If-None-Match", `*`, 304},
 		{"If-None-Match", `"other"`, 200},
-		{"If-Modified-Since", "Fri, 20 Nov 2026 09:15:00 GMT", 304},
+		// A list never answers 304 by date (Eve disables it on
+		// collections): its Last-Modified misses older documents that
+		// changed or went.
+		{"If-Modified-Since", "Fri, 20 Nov 2026 09:15:00 GMT", 200},
+		{"If-Modified-Since", "Fri, 20 Nov 2026 09:16:00 GMT", 200},
 		{"If-Modified-Since", "Fri, 20 Nov 2026 09:14:59 GMT", 200},
 		{"If-Modified-Since", "garbage", 200},
 	} {
@@ -257,6 +261,29 @@ func TestRepresentationHeaders(t *testing.T) {
 		}
 		if tc.status == 304 && (res.body != "" || res.header.Get("Etag") != `"abc"`) {
 			t.Errorf("304 body %q etag %q", res.body, res.header.Get("Etag"))
+		}
+	}
+}
+
+// A document answers 304 by If-Modified-Since (without If-None-Match);
+// If-None-Match still wins over it.
+func TestDetailIfModifiedSince(t *testing.T) {
+	lastMod := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
+	rep := &sources.Representation{Status: 200, Body: []byte(`{"_id":"a"}`), ETag: `"abc"`, Total: -1, LastModified: lastMod}
+	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
+	for _, tc := range []struct {
+		headers []string
+		status  int
+	}{
+		{[]string{"If-Modified-Since", "Fri, 20 Nov 2026 09:15:00 GMT"}, 304},
+		{[]string{"If-Modified-Since", "Fri, 20 Nov 2026 09:16:00 GMT"}, 304},
+		{[]string{"If-Modified-Since", "Fri, 20 Nov 2026 09:14:59 GMT"}, 200},
+		{[]string{"If-Modified-Since", "garbage"}, 200},
+		{[]string{"If-Modified-Since", "Fri, 20 Nov 2026 09:15:00 GMT", "If-None-Match", `"other"`}, 200},
+	} {
+		res := do(t, ts, "GET", "/prodapi/v1/desks/a", tc.headers...)
+		if res.status != tc.status {
+			t.Errorf("%q → %d, want %d", tc.headers, res.status, tc.status)
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package sources
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // A Resource is one endpoint of the API: how its URL maps to a collection,
 // which backend answers its lists, who may read it and what never leaves
@@ -148,14 +152,31 @@ var queryable = map[string]bool{"_updated": true, "_created": true}
 // inside one, or a document that contains one (filtering on a whole
 // sub-document is an oracle on its parts). Elasticsearch multi-field
 // suffixes (password.keyword) are inside their field and hidden too.
+//
+// It is deliberately wider than MongoDB's and Elasticsearch's own
+// matching, so that no spelling of a hidden path gets through:
+//   - an all-digit segment may be an array index (update.0._etag reaches
+//     update._etag when update is an array), so it may be skipped;
+//   - names compare without regard to case (Unicode simple folding), as
+//     nobody has a legitimate reason to ask for PASSWORD.
 func (r *Resource) Hidden(path string) bool {
-	if hidden(r.Excluded, path) {
-		return true
-	}
-	for _, n := range r.Nested {
-		// associations.<name>.<field> is shaped like a top-level document.
-		if rest, ok := strings.CutPrefix(path, n+"."); ok {
-			if _, field, ok := strings.Cut(rest, "."); ok && hidden(r.Excluded, field) {
+	var xbuf, nbuf [8]string // on the stack: Hidden runs for every field a request names
+	for _, x := range r.Excluded {
+		if queryable[x] {
+			continue
+		}
+		xs := xbuf[:0]
+		for seg := range strings.SplitSeq(x, ".") {
+			xs = append(xs, seg)
+		}
+		if reaches(path, xs, 1) {
+			return true
+		}
+		for _, n := range r.Nested {
+			// <n>.<any name>.<x> is shaped like a top-level x; n and
+			// n.<name> themselves may be asked for (they are served,
+			// without their excluded fields).
+			if reaches(path, append(append(nbuf[:0], n, anySegment), xs...), 3) {
 				return true
 			}
 		}
@@ -163,16 +184,83 @@ func (r *Resource) Hidden(path string) bool {
 	return false
 }
 
-func hidden(excluded []string, path string) bool {
-	for _, x := range excluded {
-		if queryable[x] && (path == x || strings.HasPrefix(path, x+".")) {
-			continue
+// anySegment in a pattern of reaches matches any one segment (a field
+// path never holds NUL).
+const anySegment = "\x00"
+
+// reaches reports whether the dotted path can name pattern's field,
+// something inside it, or a document holding it: whether path's segments
+// (folded) and pattern agree one by one until either runs out, where an
+// all-digit segment of path may also be skipped (an array index). A path
+// that runs out first must have agreed on at least least segments.
+func reaches(path string, pattern []string, least int) bool {
+	if len(pattern) >= 63 {
+		return true // no such pattern in the table; refuse rather than guess
+	}
+	on := uint64(1) // bit j: the segments so far can have consumed pattern[:j]
+	full := uint64(1) << len(pattern)
+	for rest, more := path, true; more; {
+		if on&full != 0 {
+			return true // at or inside the field
 		}
-		if path == x || strings.HasPrefix(path, x+".") || strings.HasPrefix(x, path+".") {
-			return true
+		var seg string
+		seg, rest, more = strings.Cut(rest, ".")
+		seg = FoldName(seg)
+		index := allDigits(seg)
+		var next uint64
+		for j, p := range pattern {
+			if on&(1<<j) == 0 {
+				continue
+			}
+			if index {
+				next |= 1 << j
+			}
+			if p == anySegment || p == seg {
+				next |= 1 << (j + 1)
+			}
+		}
+		if next == 0 {
+			return false
+		}
+		on = next
+	}
+	// The path ended: it names the field, or a document holding it.
+	return on>>least != 0
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// FoldName maps a field name to a case-free form: every rune to the lower case of
+// the smallest rune of its simple case-folding orbit, so that K, k and
+// the Kelvin sign, or S, s and the long s, compare equal.
+func FoldName(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return unicode.ToLower(least)
+	}, s)
 }
 
 // ResourceByCollection returns the resource whose collection is c, for

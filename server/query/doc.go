@@ -21,12 +21,14 @@
 //	max_results   int(float(x)); 0, negatives, garbage, nan and ±inf give 25;
 //	              above 500 gives 500. Never an error.
 //	where         document lists: a MongoDB filter (below). Search lists:
-//	              {"field": scalar, ...}, each a term filter.
+//	              {"field": scalar, ...}, each a term filter. Either way
+//	              JSON first, then Eve's Python syntax (below).
 //	sort          [("f", 1), ("g", -1)], [["f", 1]], or -f,g; at most 32 keys,
 //	              directions 1 or -1. Default: the resource's default sort.
-//	projection    {"f": 1, ...} or {"f": 0, ...} (0, 1, true, false only) or
-//	              ["f", ...]. Any 1 makes it inclusive (0s then ignored).
-//	              projections (eve-elastic's list) is its alias on search
+//	projection    {"f": 1, ...} or {"f": 0, ...} (0, 1, true, false only);
+//	              anything but an object (an array too) is a 400. Any 1
+//	              makes it inclusive (0s then ignored). projections
+//	              (eve-elastic's list, ["f", ...]) is its alias on search
 //	              lists when projection is absent.
 //	source        search lists: an Elasticsearch body (below).
 //	filter        search lists: one query, added to query.bool.filter.
@@ -51,7 +53,10 @@
 //
 // # where on document lists
 //
-// The filter must match the grammar in the project brief: $and, $or,
+// The operators are the table in sources/grammar (grammar.MongoOps: each
+// with its place and the kind of argument it takes), which the MongoDB
+// adapter and the sandbox are tested against. The filter must match the
+// grammar in the project brief: $and, $or,
 // $nor at the top of a filter (non-empty arrays of filters); per field,
 // a value to equal or a document of operators ($eq $ne $gt $gte $lt $lte
 // $in $nin $all $exists $type $size $mod $not $elemMatch, the $bits
@@ -64,6 +69,24 @@
 // segments, a segment starting with $, a NUL, or more than 256 bytes are
 // 400. Values are left as typed: 24-hex strings and dates are not
 // converted here (backends match both forms).
+//
+// # Python-syntax where
+//
+// A where that is not JSON is read as Eve's eve/io/mongo/parser.py read
+// it (pywhere.go has the grammar): comparisons field op value (== != <
+// <= > >=; the field a dotted name or a string), joined with and / or,
+// grouped with parentheses; values are strings (u and r prefixes),
+// numbers, True, False, None, lists, bare names (their text, as in Eve),
+// ObjectId("<24 hex>") and datetime(y, m, d[, H[, M[, S]]]). It becomes
+// the JSON filter it spells: a == 1 is {"a": 1}, a != 1 {"a": {"$ne":
+// 1}}, a chain of and (or) one {"$and": [...]} ({"$or"}), ObjectId its
+// hex string, datetime its 2006-01-02T15:04:05+0000 text. That filter
+// then goes through JSON text and the JSON path, so limits, checks,
+// hidden fields and the canonical key are the JSON form's. not, in, is,
+// chained comparisons, arithmetic, other calls, several statements and
+// a leading indent are 400s. When neither form parses, the error is the
+// JSON one if the value starts with { or [ (after white space), else the
+// Python one.
 //
 // # source, filter and q on search lists
 //
@@ -94,7 +117,8 @@
 // indices: script, script_score, function_score, runtime_mappings,
 // script_fields, stored_fields, docvalue_fields, highlight, inner_hits,
 // suggest, collapse, rescore, percolate, more_like_this, wrapper, _script
-// sorts and terms lookups. Any other query type, option or key is
+// sorts and terms lookups. The query types are grammar.QueryTypes; any
+// other query type, option or key is
 // "unsupported"; aggregations are terms only (with sub-aggregations,
 // sizes 1-500 and at most 10000 buckets in all). Queries nest at most 24
 // deep. When clauses are added to a bool of only should clauses,
@@ -104,8 +128,12 @@
 // # Hidden fields
 //
 // No field a resource excludes from output (sources.Resource.Hidden:
-// users' password and preferences, items' lock fields, ...) may be
-// filtered, sorted, aggregated or projected on, at any depth: where paths
+// users' password and preferences, items' lock fields, ...), nor any
+// path below one, may be filtered, sorted, aggregated or projected on, at
+// any depth, however spelt: an all-digit segment may be an array index
+// and is also read as skipped (update.0._etag is update._etag), and
+// names compare case-free. One function, hiddenField, decides for every
+// parameter: where paths
 // (joined through $elemMatch and into values compared as documents), sort
 // keys (URL and body, nested paths too), projections of either kind,
 // _source patterns, aggregation fields, the fields of every query, df,

@@ -60,6 +60,11 @@ func isPattern(name string) bool { return strings.ContainsAny(name, "*?") }
 // hiddenField reports whether a client may not use name: it is hidden
 // (sources.Resource.Hidden), or it is a wildcard pattern that could match
 // a hidden field, a document holding one, or anything inside one.
+//
+// It is the one rule every parameter naming a field goes through (where,
+// sort, projection, projections, source, filter, q, df), so a path at or
+// below an excluded field is refused however it is spelt: dotted,
+// through array indexes (a.0.b), in another case, or as a pattern.
 func hiddenField(res *sources.Resource, name string) bool {
 	if res.Hidden(name) {
 		return true
@@ -67,6 +72,7 @@ func hiddenField(res *sources.Resource, name string) bool {
 	if !isPattern(name) {
 		return false
 	}
+	name = sources.FoldName(name)
 	for _, x := range res.Excluded {
 		if !res.Hidden(x) {
 			continue // a queryable timestamp
@@ -221,6 +227,11 @@ func (p *parser) parseProjection() error {
 			}
 		}
 	case []any:
+		if name == "projection" {
+			// Eve takes an object only; eve-elastic's projections is
+			// the array form.
+			return badf("projection: must be a JSON object of 0/1, not an array")
+		}
 		for _, e := range v {
 			s, ok := e.(string)
 			if !ok {
@@ -232,7 +243,7 @@ func (p *parser) parseProjection() error {
 		if name == "projections" {
 			return badf("projections: must be a JSON array of field names")
 		}
-		return badf("projection: must be a JSON object of 0/1 (or an array of field names)")
+		return badf("projection: must be a JSON object of 0/1")
 	}
 	for _, f := range append(slices.Clip(incl), excl...) {
 		if msg := pathProblem(f); msg != "" {

@@ -33,6 +33,9 @@ func TestScanQueryString(t *testing.T) {
 		{`[a TO "x] lock_user:y "]`, nil},
 		{`{a TO b} lock_user:y`, []string{"lock_user"}},
 		{`a^2 b~3 lock_user:x`, []string{"lock_user"}},
+		{`a^2lock_user:x`, []string{"lock_user"}}, // Lucene reads the boost's number, then a term
+		{`a~2lock_user:x`, []string{"lock_user"}},
+		{`AND:x ||:y`, []string{"AND", "||"}},
 		{"a\u3000lock_user:x", []string{"lock_user"}},
 		{"_exists_:headline", []string{"headline"}},
 		{"_exists_:lock_user", []string{"lock_user"}},

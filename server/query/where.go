@@ -16,7 +16,7 @@ func (p *parser) parseWhere() error {
 	if raw == "" {
 		return nil
 	}
-	v, err := decode("where", raw)
+	v, err := decodeWhere(raw)
 	if err != nil {
 		return err
 	}
@@ -101,13 +101,12 @@ func sortFields(fs []sources.Field) {
 }
 
 // mongoWhere validates a filter against the grammar in the brief and
-// returns it with filter and operator keys sorted.
+// returns it with filter and operator keys sorted. The operators, where
+// each may stand and the kind of argument it takes are grammar's table;
+// mongoWhere checks each argument by its kind.
 type mongoWhere struct {
 	res *sources.Resource
 }
-
-// The operators, their places and arguments are grammar's table; this
-// file checks each argument by its kind.
 
 func opError(k, where string) *Error {
 	o, known := grammar.MongoOp(k)

@@ -67,7 +67,7 @@ func TestWhereRefused(t *testing.T) {
 		want             refusal
 	}{
 		{"bad JSON", "desks", `{"name":`, refusal{400, "where: invalid JSON"}},
-		{"python syntax", "desks", `name=="Arts"`, refusal{400, "where: invalid JSON"}},
+		{"neither JSON nor Python", "desks", `name=Arts`, refusal{400, "(Python syntax)"}},
 		{"not an object", "desks", `[]`, refusal{400, "where: must be a JSON object"}},
 		{"number", "desks", `1`, refusal{400, "where: must be a JSON object"}},
 		{"null", "desks", `null`, refusal{400, "where: must be a JSON object"}},

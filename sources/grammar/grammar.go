@@ -115,9 +115,13 @@ func MongoOps() []Op {
 	return out
 }
 
+func mongoIndex(name string) int {
+	return slices.IndexFunc(mongoOps, func(o Op) bool { return o.Name == name })
+}
+
 // MongoOp returns the operator named name, if the API accepts it.
 func MongoOp(name string) (Op, bool) {
-	i := slices.IndexFunc(mongoOps, func(o Op) bool { return o.Name == name })
+	i := mongoIndex(name)
 	if i < 0 {
 		return Op{}, false
 	}
@@ -128,8 +132,8 @@ func MongoOp(name string) (Op, bool) {
 
 // IsMongoOp reports whether name is an operator the API accepts at place.
 func IsMongoOp(name string, place Place) bool {
-	o, ok := MongoOp(name)
-	return ok && o.Place == place
+	i := mongoIndex(name)
+	return i >= 0 && mongoOps[i].Place == place
 }
 
 // Operators Eve knew that the API refuses outright: server-side

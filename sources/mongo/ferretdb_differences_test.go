@@ -31,6 +31,8 @@ type ferretDBDifference struct {
 	docs  []bson.D
 	// sample, when not nil, is how a sample document reads back.
 	sample func(*sources.Doc) *sources.Doc
+	// noGeoIndexes: the contract's geospatial indexes cannot be created.
+	noGeoIndexes bool
 }
 
 // ferretDBDifferences are the differences measured for each FerretDB
@@ -76,6 +78,20 @@ var ferretDBDifferences = map[string][]ferretDBDifference{
 					expectCode(t, c, bson.D{{Key: "geo", Value: cond}}, "BadValue", "unknown operator: "+cond[0].Key)
 				}
 			},
+		},
+		{
+			name: "no geospatial indexes",
+			what: "`2d` and `2dsphere` indexes cannot be created (the server answers IndexNotFound)",
+			docs: []bson.D{{{Key: "_id", Value: 1}, {Key: "geo", Value: bson.A{14.4, 50.1}}}},
+			prove: func(t *testing.T, c *mongodriver.Collection) {
+				for _, kind := range []string{"2d", "2dsphere"} {
+					_, err := c.Indexes().CreateOne(t.Context(), mongodriver.IndexModel{Keys: bson.D{{Key: "geo", Value: kind}}})
+					if code := serverCode(err); code != "IndexNotFound" {
+						t.Errorf("creating a %s index: %v (%q), want IndexNotFound (MongoDB creates it)", kind, err, code)
+					}
+				}
+			},
+			noGeoIndexes: true,
 		},
 		{
 			name: "a nested _id moves to the front",
@@ -231,6 +247,13 @@ func contractSkips(t *testing.T, version string) map[string]string {
 		}
 	}
 	return skip
+}
+
+// geoIndexes says whether the contract's geospatial indexes can be
+// created on FerretDB version.
+func geoIndexes(t *testing.T, version string) bool {
+	t.Helper()
+	return !slices.ContainsFunc(differencesOf(t, version), func(d ferretDBDifference) bool { return d.noGeoIndexes })
 }
 
 // sampleExpect returns how a sample document reads back from FerretDB

@@ -43,7 +43,7 @@ func ferretDB(t *testing.T) (*mongodriver.Client, string) {
 // exactly the cases its known differences from MongoDB break.
 func TestFerretDBContract(t *testing.T) {
 	client, version := ferretDB(t)
-	testContract(t, scratchDatabase(t, client, "prodapi_contract"), sourcestest.Options{Skip: contractSkips(t, version)})
+	testContract(t, scratchDatabase(t, client, "prodapi_contract"), sourcestest.Options{Skip: contractSkips(t, version)}, geoIndexes(t, version))
 }
 
 // TestFerretDBSample seeds FerretDB with the sample newsroom (documents as

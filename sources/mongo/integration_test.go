@@ -53,7 +53,7 @@ func integrationURI() string {
 // a scratch database seeded with the contract fixture, dropped afterwards.
 func TestIntegrationContract(t *testing.T) {
 	client := requireIntegration(t)
-	testContract(t, scratchDatabase(t, client, "prodapi_contract"), sourcestest.Options{})
+	testContract(t, scratchDatabase(t, client, "prodapi_contract"), sourcestest.Options{}, true)
 }
 
 // scratchDatabase returns a database of its own for t, dropped afterwards.
@@ -89,14 +89,26 @@ func seed(t *testing.T, db *mongodriver.Database, seed map[string][]*sources.Doc
 }
 
 // testContract runs the contract suite against db, seeded with the
-// contract fixture, and reads GridFS files back from it.
-func testContract(t *testing.T, db *mongodriver.Database, opts sourcestest.Options) {
+// contract fixture (and its geospatial indexes, with geoIndexes), and
+// reads GridFS files back from it.
+func testContract(t *testing.T, db *mongodriver.Database, opts sourcestest.Options, geoIndexes bool) {
 	sourcestest.RunOptions(t, sourcestest.Dir(), func(t *testing.T, dir string) sources.Store {
 		fixtures, err := sourcestest.Fixtures(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		seed(t, db, fixtures)
+		for coll, fields := range sourcestest.GeoIndexes() {
+			if !geoIndexes {
+				break
+			}
+			for field, kind := range fields {
+				model := mongodriver.IndexModel{Keys: bson.D{{Key: field, Value: kind}}}
+				if _, err := db.Collection(coll).Indexes().CreateOne(t.Context(), model); err != nil {
+					t.Fatalf("indexing %s.%s: %v", coll, field, err)
+				}
+			}
+		}
 		search, err := sandbox.Open(dir, sandbox.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -112,20 +112,21 @@
 // outside a nested query here; sorting and aggregating on a text field
 // work here (by the whole value) where ES refuses them.
 //
-// query_string (Lucene's classic syntax, lenient): terms, "phrases" with
-// ~slop, field:value, field:(a b), field:"phrase", field:[a TO b] and
-// {a TO b} (with * for open ends), field:>x >= < <=, AND OR NOT && || !,
-// + and - modifiers, parentheses, * and ? wildcards (lower-cased for text
+// query_string (Lucene's classic syntax, lexed by sources/grammar as the
+// server's validator lexes it; lenient): terms, "phrases" with ~slop,
+// field:value, field:(a b), field:"phrase", field:[a TO b] and {a TO b}
+// (with * for open ends), field:>x >= < <=, AND OR NOT && || !, + and -
+// modifiers, parentheses, * and ? wildcards (lower-cased for text
 // fields), field name wildcards, _exists_:field, \ escapes, ^boost
 // (ignored), default_operator, default_field and fields; without them all
 // fields (a multi-token word across several fields may take its tokens
 // from different fields). Clauses combine by Lucene's addClause rules; a
 // purely negative query matches everything else. Not supported: regular
-// expressions (/.../ is literal), fuzziness (~ on a term is ignored),
-// proximity beyond in-order slop. simple_query_string: + (AND), | (OR),
-// - (NOT), "phrases", word* prefixes and parentheses, with the same
-// clause rules; note that ES reads "a -b" with the OR operator as
-// "a OR NOT b" where the sandbox reads "a AND NOT b".
+// expressions (/.../ is one literal term), fuzziness (~ on a term is
+// ignored), proximity beyond in-order slop. simple_query_string: +
+// (AND), | (OR), - (NOT), "phrases", word* prefixes and parentheses, with
+// the same clause rules; note that ES reads "a -b" with the OR operator
+// as "a OR NOT b" where the sandbox reads "a AND NOT b".
 //
 // Sort: fields (a .keyword or .raw suffix sorts by the whole string),
 // order, missing _last (default), _first or a value, mode (min for asc

@@ -48,3 +48,21 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzQueryString feeds any text to query_string and simple_query_string:
+// grammar's lexer and the parser above it answer or refuse, never panic.
+func FuzzQueryString(f *testing.F) {
+	for _, s := range []string{`headline:(a OR b) AND -"c d"~2`, `x:[1 TO 5} y:>=3 _exists_:z`, `a:`, `"`, `/re/ \`, `(((`, `+a | b* -c`} {
+		f.Add(s)
+	}
+	now := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	docs := []*sources.Doc{sources.D("_id", "x", "headline", "a b c", "n", int64(3))}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, kind := range []string{"query_string", "simple_query_string"} {
+			body := sources.D("query", sources.D(kind, sources.D("query", s)))
+			if _, err := Search(docs, body, now); err != nil && !errors.Is(err, sources.ErrInvalid) {
+				t.Errorf("%s %q: %v, want nil or ErrInvalid", kind, s, err)
+			}
+		}
+	})
+}

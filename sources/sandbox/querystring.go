@@ -3,9 +3,9 @@ package sandbox
 import (
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // query_string and simple_query_string: a documented subset of Lucene's
@@ -38,252 +38,113 @@ type qsToken struct {
 	loIncl, hiIncl bool
 }
 
-type qsLexer struct {
-	s      []rune
-	pos    int
-	simple bool
-	toks   []qsToken
-}
-
-func isQSSpecial(r rune, simple bool) bool {
-	if simple {
-		return strings.ContainsRune(`+|-"()~`, r) || unicode.IsSpace(r)
-	}
-	return strings.ContainsRune(`+-&|!(){}[]^"~:\`, r) || unicode.IsSpace(r)
-}
-
+// lexQueryString reads the tokens of grammar's lexer (the one the
+// server's validator scans) into the parser's: a field name and its colon
+// become the field of the token after them, ~N after a term or phrase its
+// slop, field:>x and the like a range.
 func lexQueryString(s string, simple bool) ([]qsToken, error) {
-	l := &qsLexer{s: []rune(s), simple: simple}
-	for {
-		l.skipSpace()
-		if l.pos >= len(l.s) {
-			l.toks = append(l.toks, qsToken{kind: qsEOF})
-			return l.toks, nil
-		}
-		if err := l.next(); err != nil {
-			return nil, err
-		}
+	var toks []grammar.Token
+	if simple {
+		toks = grammar.LexSimpleQueryString(s)
+	} else {
+		toks = grammar.LexQueryString(s)
 	}
-}
-
-func (l *qsLexer) skipSpace() {
-	for l.pos < len(l.s) && unicode.IsSpace(l.s[l.pos]) {
-		l.pos++
-	}
-}
-
-func (l *qsLexer) emit(k qsTokenKind) { l.toks = append(l.toks, qsToken{kind: k}) }
-
-func (l *qsLexer) next() error {
-	r := l.s[l.pos]
-	rest := string(l.s[l.pos:min(len(l.s), l.pos+4)])
-	switch {
-	case r == '(':
-		l.pos++
-		l.emit(qsOpen)
-		return nil
-	case r == ')':
-		l.pos++
-		l.emit(qsClose)
-		return nil
-	case l.simple && r == '+':
-		l.pos++
-		l.emit(qsAnd)
-		return nil
-	case l.simple && r == '|':
-		l.pos++
-		l.emit(qsOr)
-		return nil
-	case r == '^' || r == '~':
-		l.suffixes() // a boost or fuzziness after a group: ignored
-		return nil
-	case r == '-':
-		l.pos++
-		l.emit(qsMinus)
-		return nil
-	case !l.simple && r == '+':
-		l.pos++
-		l.emit(qsPlus)
-		return nil
-	case !l.simple && r == '!':
-		l.pos++
-		l.emit(qsNot)
-		return nil
-	case !l.simple && (strings.HasPrefix(rest, "&&") || strings.HasPrefix(rest, "||")):
-		l.pos += 2
-		if r == '&' {
-			l.emit(qsAnd)
-		} else {
-			l.emit(qsOr)
-		}
-		return nil
-	case !l.simple && l.word("AND"):
-		l.emit(qsAnd)
-		return nil
-	case !l.simple && l.word("OR"):
-		l.emit(qsOr)
-		return nil
-	case !l.simple && l.word("NOT"):
-		l.emit(qsNot)
-		return nil
-	}
-	var field string
-	if !l.simple {
-		// A field prefix: chars up to an unescaped ':'.
-		if f, n, ok := l.fieldPrefix(); ok {
-			field = f
-			l.pos += n
-			if l.pos >= len(l.s) {
-				return invalid("query_string: nothing after %s:", f)
+	var out []qsToken
+	i := 0
+	// slop reads the ~N and ^N after the token before toks[i] and returns
+	// the slop.
+	slop := func() int {
+		n := 0
+		for i < len(toks) && (toks[i].Kind == grammar.Fuzzy || toks[i].Kind == grammar.Boost) {
+			if toks[i].Kind == grammar.Fuzzy {
+				if v, err := strconv.Atoi(toks[i].Text); err == nil {
+					n = v
+				}
 			}
-			switch l.s[l.pos] {
-			case '(':
-				// field:(a b): the group's default field.
-				l.toks = append(l.toks, qsToken{kind: qsOpen, field: field})
-				l.pos++
-				return nil
-			case '[', '{':
-				return l.rangeTok(field)
-			}
-			if r := l.s[l.pos]; r == '>' || r == '<' {
-				return l.compareTok(field)
-			}
-		}
-	}
-	if l.s[l.pos] == '"' {
-		return l.phrase(field)
-	}
-	if !l.simple && (l.s[l.pos] == '[' || l.s[l.pos] == '{') {
-		return l.rangeTok(field)
-	}
-	text := l.term()
-	if text == "" {
-		l.pos++ // a lone special character: ignored, as lenient parsing would
-		return nil
-	}
-	l.toks = append(l.toks, qsToken{kind: qsTerm, field: field, text: text, slop: l.suffixes()})
-	return nil
-}
-
-func (l *qsLexer) word(w string) bool {
-	end := l.pos + len(w)
-	if end > len(l.s) || string(l.s[l.pos:end]) != w {
-		return false
-	}
-	if end < len(l.s) && !unicode.IsSpace(l.s[end]) && l.s[end] != '(' && l.s[end] != '"' {
-		return false
-	}
-	l.pos = end
-	return true
-}
-
-func (l *qsLexer) fieldPrefix() (string, int, bool) {
-	var b strings.Builder
-	for i := l.pos; i < len(l.s); i++ {
-		r := l.s[i]
-		switch {
-		case r == '\\' && i+1 < len(l.s):
 			i++
-			b.WriteRune(l.s[i])
-		case r == ':':
-			if b.Len() == 0 {
-				return "", 0, false
+		}
+		return n
+	}
+	for i < len(toks) {
+		t := toks[i]
+		i++
+		var field string
+		if t.Kind == grammar.Term && i < len(toks) && toks[i].Kind == grammar.Colon {
+			field = grammar.Unescape(t.Text)
+			i++
+			if i >= len(toks) {
+				return nil, invalid("query_string: nothing after %s:", field)
 			}
-			return b.String(), i - l.pos + 1, true
-		case r == '*' || r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		default:
-			return "", 0, false
+			t = toks[i]
+			i++
 		}
-	}
-	return "", 0, false
-}
-
-// term reads a word; escapes are kept (wildcard patterns need them) and
-// removed later for plain terms.
-func (l *qsLexer) term() string {
-	start := l.pos
-	for l.pos < len(l.s) {
-		r := l.s[l.pos]
-		if r == '\\' && l.pos+1 < len(l.s) {
-			l.pos += 2
-			continue
-		}
-		if r == '-' && l.pos > start {
-			l.pos++ // a hyphen inside a word
-			continue
-		}
-		if r == '*' || r == '?' {
-			l.pos++
-			continue
-		}
-		if isQSSpecial(r, l.simple) {
-			break
-		}
-		l.pos++
-	}
-	return string(l.s[start:l.pos])
-}
-
-// suffixes reads ~N and ^N after a term or phrase; it returns the slop.
-func (l *qsLexer) suffixes() int {
-	slop := 0
-	for l.pos < len(l.s) && (l.s[l.pos] == '~' || l.s[l.pos] == '^') {
-		kind := l.s[l.pos]
-		l.pos++
-		start := l.pos
-		for l.pos < len(l.s) && (unicode.IsDigit(l.s[l.pos]) || l.s[l.pos] == '.') {
-			l.pos++
-		}
-		if kind == '~' {
-			if n, err := strconv.Atoi(string(l.s[start:l.pos])); err == nil {
-				slop = n
+		switch t.Kind {
+		case grammar.Term:
+			if field != "" && (strings.HasPrefix(t.Text, ">") || strings.HasPrefix(t.Text, "<")) {
+				r, err := compareTok(field, t.Text)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, r)
+				continue
 			}
+			out = append(out, qsToken{kind: qsTerm, field: field, text: t.Text, slop: slop()})
+			continue
+		case grammar.Regexp:
+			// Not supported: the expression is a literal term.
+			out = append(out, qsToken{kind: qsTerm, field: field, text: "/" + t.Text + "/", slop: slop()})
+			continue
+		case grammar.Phrase:
+			out = append(out, qsToken{kind: qsPhrase, field: field, text: t.Text, slop: slop()})
+			continue
+		case grammar.Range:
+			r, err := rangeTok(field, t)
+			if err != nil {
+				return nil, err
+			}
+			slop()
+			out = append(out, r)
+			continue
+		case grammar.Open:
+			out = append(out, qsToken{kind: qsOpen, field: field}) // field:(a b): the group's default field
+			continue
 		}
+		if field != "" {
+			return nil, invalid("query_string: nothing after %s:", field)
+		}
+		switch t.Kind {
+		case grammar.Close:
+			out = append(out, qsToken{kind: qsClose})
+		case grammar.And:
+			out = append(out, qsToken{kind: qsAnd})
+		case grammar.Or:
+			out = append(out, qsToken{kind: qsOr})
+		case grammar.Not:
+			out = append(out, qsToken{kind: qsNot})
+		case grammar.Plus:
+			out = append(out, qsToken{kind: qsPlus})
+		case grammar.Minus:
+			out = append(out, qsToken{kind: qsMinus})
+		case grammar.Stray:
+			if t.Text == `"` {
+				return nil, invalid("query_string: unterminated phrase")
+			}
+			// Another lone special character: ignored, as lenient parsing would.
+		}
+		// A colon with no field before it, or a ^ or ~ after a group: ignored.
 	}
-	return slop
+	return append(out, qsToken{kind: qsEOF}), nil
 }
 
-func (l *qsLexer) phrase(field string) error {
-	l.pos++ // "
-	var b strings.Builder
-	for l.pos < len(l.s) && l.s[l.pos] != '"' {
-		if l.s[l.pos] == '\\' && l.pos+1 < len(l.s) {
-			l.pos++
-		}
-		b.WriteRune(l.s[l.pos])
-		l.pos++
+func rangeTok(field string, t grammar.Token) (qsToken, error) {
+	if t.Closed == 0 {
+		return qsToken{}, invalid("query_string: unterminated range")
 	}
-	if l.pos >= len(l.s) && !l.simple {
-		return invalid("query_string: unterminated phrase")
+	if len(t.Parts) != 3 || t.Parts[1] != "TO" {
+		return qsToken{}, invalid("query_string: ranges are [a TO b]")
 	}
-	l.pos++ // "
-	l.toks = append(l.toks, qsToken{kind: qsPhrase, field: field, text: b.String(), slop: l.suffixes()})
-	return nil
-}
-
-func (l *qsLexer) rangeTok(field string) error {
-	open := l.s[l.pos]
-	end := -1
-	for i := l.pos + 1; i < len(l.s); i++ {
-		if l.s[i] == ']' || l.s[i] == '}' {
-			end = i
-			break
-		}
-	}
-	if end < 0 {
-		return invalid("query_string: unterminated range")
-	}
-	inner := strings.Fields(string(l.s[l.pos+1 : end]))
-	if len(inner) != 3 || inner[1] != "TO" {
-		return invalid("query_string: ranges are [a TO b]")
-	}
-	t := qsToken{kind: qsRange, field: field, lo: unquote(inner[0]), hi: unquote(inner[2]),
-		loIncl: open == '[', hiIncl: l.s[end] == ']'}
-	l.pos = end + 1
-	l.suffixes()
-	l.toks = append(l.toks, t)
-	return nil
+	return qsToken{kind: qsRange, field: field, lo: unquote(t.Parts[0]), hi: unquote(t.Parts[2]),
+		loIncl: t.Open == '[', hiIncl: t.Closed == ']'}, nil
 }
 
 func unquote(s string) string {
@@ -293,17 +154,15 @@ func unquote(s string) string {
 	return s
 }
 
-// compareTok reads field:>x, >=x, <x, <=x.
-func (l *qsLexer) compareTok(field string) error {
-	op := string(l.s[l.pos])
-	l.pos++
-	if l.pos < len(l.s) && l.s[l.pos] == '=' {
-		op += "="
-		l.pos++
+// compareTok reads the >x, >=x, <x or <=x of field:>x.
+func compareTok(field, text string) (qsToken, error) {
+	op := text[:1]
+	if len(text) > 1 && text[1] == '=' {
+		op = text[:2]
 	}
-	v := l.term()
+	v := text[len(op):]
 	if v == "" {
-		return invalid("query_string: nothing after %s", op)
+		return qsToken{}, invalid("query_string: nothing after %s", op)
 	}
 	t := qsToken{kind: qsRange, field: field, lo: "*", hi: "*"}
 	switch op {
@@ -316,8 +175,7 @@ func (l *qsLexer) compareTok(field string) error {
 	case "<=":
 		t.hi, t.hiIncl = v, true
 	}
-	l.toks = append(l.toks, t)
-	return nil
+	return t, nil
 }
 
 // The parser builds Lucene's clause lists: each clause MUST, SHOULD or
@@ -574,7 +432,7 @@ func (p *qsParser) perField(field string, build func(fieldRef) (query, error)) (
 
 func (p *qsParser) termQuery(t qsToken) (query, error) {
 	if t.field == "_exists_" {
-		fr, err := newFieldRef(unescape(t.text))
+		fr, err := newFieldRef(grammar.Unescape(t.text))
 		if err != nil {
 			return nil, err
 		}
@@ -595,7 +453,7 @@ func (p *qsParser) termQuery(t qsToken) (query, error) {
 			return patternQ{f: f, value: pat, lower: strings.ToLower(pat), boost: 1}, nil
 		})
 	}
-	text := unescape(t.text)
+	text := grammar.Unescape(t.text)
 	prefix := false
 	if p.simple && strings.HasSuffix(text, "*") {
 		text, prefix = strings.TrimSuffix(text, "*"), true
@@ -611,18 +469,4 @@ func (p *qsParser) termQuery(t qsToken) (query, error) {
 	return p.perField(t.field, func(f fieldRef) (query, error) {
 		return p.env.newMatch(kind, []fieldRef{f}, sources.D("query", text, "operator", op))
 	})
-}
-
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

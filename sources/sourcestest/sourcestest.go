@@ -13,6 +13,12 @@
 // use whole values, full-text queries use text fields, sorts and terms
 // aggregations use keyword, numeric and date fields, and every sort is
 // total (no ties left to the backend).
+//
+// Every MongoDB operator and every Elasticsearch query and aggregation
+// type the API accepts (sources/grammar's tables) has at least one case:
+// TestCasesCoverGrammar fails when one has none. Each case has a stable
+// name, "group/name" (CaseNames), so a run against a real server can skip
+// its known differences by name with RunOptions.
 package sourcestest
 
 import (
@@ -73,6 +79,14 @@ func Fixtures(dir string) (map[string][]*sources.Doc, error) {
 		out[c] = docs
 	}
 	return out, nil
+}
+
+// GeoIndexes returns the geospatial indexes a real MongoDB needs before
+// the $near and $nearSphere cases can run, by collection and field: "2d"
+// for the legacy coordinate pairs, "2dsphere" for the GeoJSON points. The
+// fakes and the sandbox need none.
+func GeoIndexes() map[string]map[string]string {
+	return map[string]map[string]string{"desks": {"geo": "2d", "loc": "2dsphere"}}
 }
 
 // Run runs the contract suite. open returns a Store holding exactly the

@@ -206,7 +206,6 @@ type onceResult struct {
 	done chan struct{}
 	v    any
 	err  error
-	skip string // why the server is unavailable, for every later caller
 }
 
 // Run runs the package's tests, then stops every server the set
