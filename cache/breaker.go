@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Breaker settings: after breakerThreshold consecutive failed Redis calls
@@ -28,7 +28,7 @@ const (
 // while Redis is down or hung.
 type breaker struct {
 	now   func() time.Time
-	gauge *sources.Gauge
+	gauge *metrics.Gauge
 
 	mu       sync.Mutex
 	state    breakerState

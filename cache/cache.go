@@ -15,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options tune a Cache. The zero value is usable.
@@ -45,7 +47,7 @@ type Options struct {
 	// LoadTimeout bounds a load, which runs detached from the requests
 	// waiting for it; 0 means 10s.
 	LoadTimeout time.Duration
-	Metrics     *sources.Metrics // nil: none
+	Metrics     *metrics.Metrics // nil: none
 	Logger      *slog.Logger     // nil: discard
 	Now         func() time.Time // nil: time.Now
 }
@@ -77,7 +79,7 @@ const (
 type Cache struct {
 	rdb          redis.UniversalClient // nil: in-process only
 	pipe         *redis.AutoPipeliner  // reads through rdb's auto-pipeliner; nil: plain GETs
-	load         sources.Loader
+	load         render.Loader
 	ttl          func(resource string, detail bool) time.Duration
 	stale        time.Duration
 	notFoundTTL  time.Duration
@@ -86,7 +88,7 @@ type Cache struct {
 	loadTimeout  time.Duration
 	log          *slog.Logger
 	now          func() time.Time
-	metrics      *metrics
+	metrics      *series
 
 	local   *local
 	breaker breaker
@@ -121,13 +123,13 @@ type failure struct {
 	at     time.Time
 }
 
-var _ sources.Loader = (*Cache)(nil)
+var _ render.Loader = (*Cache)(nil)
 
 // New returns a cache that answers from its tiers and loads through load.
 // With rdb nil it keeps entries in process only. The cache does not close
 // rdb. A client built elsewhere than NewRedis should set
 // ContextTimeoutEnabled, or Redis calls cannot be bounded.
-func New(rdb redis.UniversalClient, load sources.Loader, opts Options) *Cache {
+func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 	c := &Cache{
 		rdb:          rdb,
 		load:         load,
@@ -198,17 +200,17 @@ const (
 // for it. Each request builds its own Representation from it.
 type fill struct {
 	kind   kind
-	e      *entry                  // the entry served (nil for kindPass)
-	raw    []byte                  // the uncompressed body, after a load
-	pass   *sources.Representation // kindPass: the loader's answer
-	status int                     // fwd-status: the load's status, or the failure's
+	e      *entry                 // the entry served (nil for kindPass)
+	raw    []byte                 // the uncompressed body, after a load
+	pass   *render.Representation // kindPass: the loader's answer
+	status int                    // fwd-status: the load's status, or the failure's
 }
 
 // Load answers q from the cache, loading it through the wrapped Loader
 // when no usable entry exists. Representations it returns share their
 // byte slices with the cache: read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
-func (c *Cache) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
 	if q == nil || q.Resource == nil {
 		return nil, errors.New("cache: a query without a resource")
 	}
@@ -316,7 +318,7 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
-func (c *Cache) store(key string, rep *sources.Representation, fresh time.Duration) *fill {
+func (c *Cache) store(key string, rep *render.Representation, fresh time.Duration) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -434,7 +436,7 @@ var (
 
 // callLoader runs the wrapped loader, turning a panic into an error: a
 // panic inside a flight would otherwise crash the process.
-func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *sources.Representation, err error) {
+func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *render.Representation, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("cache: panic in a load", "resource", q.Resource.Name, "panic", p, "stack", string(debug.Stack()))
@@ -467,7 +469,7 @@ func (c *Cache) background(ctx context.Context) (context.Context, context.Cancel
 }
 
 // bypass loads without the cache, for a resource whose TTL is zero.
-func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*render.Representation, error) {
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
@@ -500,8 +502,8 @@ func fwdStatus(err error) int {
 
 // represent builds the Representation of e for one request, and counts
 // the request.
-func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *sources.Representation {
-	rep := &sources.Representation{
+func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *render.Representation {
+	rep := &render.Representation{
 		Status:       e.status,
 		ETag:         e.etag,
 		Total:        e.total,

@@ -15,7 +15,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
@@ -31,7 +33,7 @@ import (
 type replica struct {
 	c       *Cache
 	rdb     redis.UniversalClient
-	metrics *sources.Metrics
+	metrics *metrics.Metrics
 }
 
 // realTimeout bounds each Redis call of a replica: generous, because a
@@ -46,7 +48,7 @@ func newReplica(t *testing.T, url string, be *backend) *replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	r := &replica{rdb: rdb, metrics: sources.NewMetrics()}
+	r := &replica{rdb: rdb, metrics: metrics.NewMetrics()}
 	r.c = New(rdb, be, Options{
 		Stale:        time.Minute,
 		NotFoundTTL:  5 * time.Second,
@@ -71,7 +73,7 @@ func (r *replica) counter(name string) uint64 { return r.metrics.Counter(name, "
 func wantBody(q *sources.Query) []byte { return body(q, 1, 2048) }
 
 // checkRep reports what is wrong with rep as the answer to q.
-func checkRep(q *sources.Query, rep *sources.Representation, err error) error {
+func checkRep(q *sources.Query, rep *render.Representation, err error) error {
 	if err != nil {
 		return err
 	}
@@ -195,7 +197,7 @@ func checkStored(t *testing.T, url string, qs []*sources.Query, since time.Time)
 			t.Errorf("%s: %v", key, err)
 			continue
 		}
-		rep := &sources.Representation{Status: e.status, ETag: e.etag}
+		rep := &render.Representation{Status: e.status, ETag: e.etag}
 		if e.gzip {
 			rep.Gzip = e.body
 		} else {

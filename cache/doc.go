@@ -1,8 +1,8 @@
 // Package cache is prodapi's read-through cache: an in-process tier in
-// front of Redis (shared by the replicas), in front of the server's
-// renderer, with one backend load per key at a time.
+// front of Redis (shared by the replicas), in front of the renderer
+// (server/render), with one backend load per key at a time.
 //
-// A Cache wraps a sources.Loader and is one: the server checks auth and
+// A Cache wraps a render.Loader and is one: the server checks auth and
 // scope on every request, hits included, and parses the query before it
 // calls Load. The cache never sees a token.
 //

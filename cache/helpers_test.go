@@ -16,7 +16,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A clock is a settable time source.
@@ -50,12 +52,12 @@ type backend struct {
 
 	// hook, when set, runs before the answer is built; a non-nil
 	// representation or error from it is the answer.
-	hook func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+	hook func(ctx context.Context, q *sources.Query) (*render.Representation, error)
 }
 
 func newBackend() *backend { return &backend{loads: map[string]int{}, version: 1} }
 
-func (b *backend) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (b *backend) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
 	b.mu.Lock()
 	b.loads[Key(q)]++
 	hook, version, size := b.hook, b.version, b.size
@@ -66,7 +68,7 @@ func (b *backend) Load(ctx context.Context, q *sources.Query) (*sources.Represen
 		}
 	}
 	if q.ID == "missing" {
-		return &sources.Representation{Status: 404, Body: []byte(`{"_status":"ERR"}`), Total: -1}, nil
+		return &render.Representation{Status: 404, Body: []byte(`{"_status":"ERR"}`), Total: -1}, nil
 	}
 	return representation(body(q, version, cmpOr(size, 2048))), nil
 }
@@ -79,7 +81,7 @@ func cmpOr(a, b int) int {
 }
 
 // setHook replaces the hook.
-func (b *backend) setHook(h func(ctx context.Context, q *sources.Query) (*sources.Representation, error)) {
+func (b *backend) setHook(h func(ctx context.Context, q *sources.Query) (*render.Representation, error)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.hook = h
@@ -116,9 +118,9 @@ func body(q *sources.Query, version, size int) []byte {
 	return append(b, `"}`...)
 }
 
-func representation(body []byte) *sources.Representation {
+func representation(body []byte) *render.Representation {
 	sum := sha256.Sum256(body)
-	return &sources.Representation{
+	return &render.Representation{
 		Status:       200,
 		Body:         body,
 		ETag:         `"` + hex.EncodeToString(sum[:8]) + `"`,
@@ -149,7 +151,7 @@ func detail(t testing.TB, res, id string) *sources.Query {
 }
 
 // plain returns the uncompressed body of rep.
-func plain(t testing.TB, rep *sources.Representation) []byte {
+func plain(t testing.TB, rep *render.Representation) []byte {
 	t.Helper()
 	if rep.Body != nil {
 		return rep.Body
@@ -166,7 +168,7 @@ func plain(t testing.TB, rep *sources.Representation) []byte {
 }
 
 // version returns the "v" the body of rep was built with.
-func version(t testing.TB, rep *sources.Representation) string {
+func version(t testing.TB, rep *render.Representation) string {
 	t.Helper()
 	b := string(plain(t, rep))
 	_, rest, ok := strings.Cut(b, `"v":`)
@@ -186,7 +188,7 @@ type env struct {
 	m       *miniredis.Miniredis // nil without Redis
 	rdb     *redis.Client
 	realRDB redis.UniversalClient // on a real redis-server
-	metrics *sources.Metrics
+	metrics *metrics.Metrics
 	opts    Options
 }
 
@@ -198,7 +200,7 @@ func withOptions(f func(*Options)) envOption { return func(e *env) { f(&e.opts) 
 
 func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
-	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
 	e.m = miniredis.RunT(t)
 	e.opts = Options{
 		Stale:       time.Minute,
@@ -251,7 +253,7 @@ func (e *env) settle() {
 	e.c.pending.Wait()
 }
 
-func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {
+func (e *env) load(t testing.TB, q *sources.Query) *render.Representation {
 	t.Helper()
 	rep, err := e.c.Load(context.Background(), q)
 	if err != nil {

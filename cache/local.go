@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // local is the in-process tier: entries by key, bounded in bytes, evicted
@@ -29,9 +29,9 @@ type local struct {
 	n     int
 	order lst.List // of *record, most recently put or re-referenced first
 
-	bytesGauge *sources.Gauge
-	entries    *sources.Gauge
-	evictions  *sources.Counter
+	bytesGauge *metrics.Gauge
+	entries    *metrics.Gauge
+	evictions  *metrics.Counter
 }
 
 // A record is one key's entry in the tier. Only ref changes after it is
@@ -45,7 +45,7 @@ type record struct {
 	el         *lst.Element
 }
 
-func newLocal(max int64, m *metrics) *local {
+func newLocal(max int64, m *series) *local {
 	l := &local{max: max}
 	if m != nil {
 		l.bytesGauge, l.entries, l.evictions = m.localBytes, m.localEntries, m.localEvictions

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 func localEntry(n int, now time.Time) *entry {
@@ -13,7 +13,7 @@ func localEntry(n int, now time.Time) *entry {
 }
 
 func TestLocalEvictsLeastRecentlyUsed(t *testing.T) {
-	m := newMetrics(sources.NewMetrics())
+	m := newMetrics(metrics.NewMetrics())
 	now := time.Unix(1000, 0)
 	one := localEntry(1000, now)
 	size := one.size() + int64(len("k0")) + 100
@@ -72,7 +72,7 @@ func TestLocalOff(t *testing.T) {
 
 func TestBreaker(t *testing.T) {
 	clk := newClock()
-	g := newMetrics(sources.NewMetrics()).breakerState
+	g := newMetrics(metrics.NewMetrics()).breakerState
 	b := breaker{now: clk.Now, gauge: g}
 	b.set(closed)
 	fail := func(n int) {

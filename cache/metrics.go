@@ -1,6 +1,6 @@
 package cache
 
-import "github.com/prodapi/prodapi/sources"
+import "github.com/prodapi/prodapi/sources/metrics"
 
 // Outcomes of a request to the cache, as Representation.Outcome and the
 // outcome label of prodapi_cache_requests_total carry them.
@@ -13,25 +13,25 @@ const (
 	OutcomeError     = "error"     // the load failed and nothing could be served
 )
 
-// metrics are the series the cache keeps. Every field is nil-safe: a
+// series are the metrics the cache keeps. Every field is nil-safe: a
 // Cache without Options.Metrics counts nothing.
-type metrics struct {
-	requests       *sources.Counter // resource, outcome
-	redisErrors    *sources.Counter // op
-	corrupt        *sources.Counter
-	writesDropped  *sources.Counter // reason
-	refreshes      *sources.Counter // result
-	breakerState   *sources.Gauge
-	localBytes     *sources.Gauge
-	localEntries   *sources.Gauge
-	localEvictions *sources.Counter
+type series struct {
+	requests       *metrics.Counter // resource, outcome
+	redisErrors    *metrics.Counter // op
+	corrupt        *metrics.Counter
+	writesDropped  *metrics.Counter // reason
+	refreshes      *metrics.Counter // result
+	breakerState   *metrics.Gauge
+	localBytes     *metrics.Gauge
+	localEntries   *metrics.Gauge
+	localEvictions *metrics.Counter
 }
 
-func newMetrics(m *sources.Metrics) *metrics {
+func newMetrics(m *metrics.Metrics) *series {
 	if m == nil {
-		return &metrics{}
+		return &series{}
 	}
-	return &metrics{
+	return &series{
 		requests: m.Counter("prodapi_cache_requests_total",
 			"Requests to the cache, by resource and outcome (hit, stale, miss, collapsed, bypass, error).",
 			"resource", "outcome"),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
@@ -32,7 +33,7 @@ func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	e := &env{be: newBackend(), clock: newClock(), metrics: sources.NewMetrics()}
+	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
 	e.opts = Options{
 		Stale:        time.Minute,
 		NotFoundTTL:  5 * time.Second,

@@ -42,9 +42,9 @@ func (r *request) assignments(ctx context.Context, docs []*sources.Doc, links []
 		}
 		l := sources.NewDoc()
 		if pid, ok := idOf(get(d, "planning_item")); ok {
-			l.Set("planning", link("Planning", "planning/"+pid))
+			l.Set("planning", sources.Link("Planning", "planning/"+pid))
 			if ev, ok := idOf(get(planningByID[key(pid)], "event_item")); ok {
-				l.Set("event", link("Event", "events/"+ev))
+				l.Set("event", sources.Link("Event", "events/"+ev))
 			}
 		}
 		if k, ok := docKey(d, "_id"); ok {

@@ -74,7 +74,7 @@ func (r *request) events(ctx context.Context, docs []*sources.Doc, links []*sour
 		list := make([]any, 0, len(plannings[i]))
 		for _, p := range plannings[i] {
 			if id, ok := docID(p); ok {
-				list = append(list, link("Planning", "planning/"+id))
+				list = append(list, sources.Link("Planning", "planning/"+id))
 			}
 		}
 		if len(list) > 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // fakeLooker is an in-memory sources.Looker over documents by collection.
@@ -154,7 +155,7 @@ func loadDocs(t testing.TB, path string) []*sources.Doc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated files of testdata/want from the current output")
 
 const mediaPrefix = "http://localhost:5500/prodapi/v1/assets"
 
-// render attaches _links as the server's renderer does: self first, then
+// render attaches _links as server/render does: self first, then
 // the enrichment links, as the last key of each document.
 func render(res *sources.Resource, docs, links []*sources.Doc) []any {
 	out := make([]any, len(docs))
@@ -38,7 +39,7 @@ func render(res *sources.Resource, docs, links []*sources.Doc) []any {
 // indent encodes v as indented JSON, so that key order counts and diffs
 // read line by line.
 func indent(v any) string {
-	return string(sources.AppendJSONIndent(nil, v, "  "))
+	return string(codec.AppendJSONIndent(nil, v, "  "))
 }
 
 // TestGolden runs Enrich over the upstream-shaped examples of
@@ -93,7 +94,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := sources.DecodeJSON(data, sources.DecodeOptions{})
+			want, err := codec.DecodeJSON(data, codec.DecodeOptions{})
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}

@@ -94,9 +94,9 @@ func (r *request) items(ctx context.Context, docs []*sources.Doc, links []*sourc
 			l.Set("assignment", al)
 		}
 		if pid, ok := idOf(get(a, "planning_item")); ok {
-			l.Set("planning", link("Planning", "planning/"+pid))
+			l.Set("planning", sources.Link("Planning", "planning/"+pid))
 			if ev, ok := idOf(get(planningByID[key(pid)], "event_item")); ok {
-				l.Set("event", link("Event", "events/"+ev))
+				l.Set("event", sources.Link("Event", "events/"+ev))
 			}
 		}
 		if l.Len() > 0 {

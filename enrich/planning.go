@@ -77,7 +77,7 @@ func (r *request) planning(ctx context.Context, docs []*sources.Doc, links []*so
 		s.sync(d)
 		l := sources.NewDoc()
 		if ev, ok := idOf(get(d, "event_item")); ok {
-			l.Set("event", link("Event", "events/"+ev))
+			l.Set("event", sources.Link("Event", "events/"+ev))
 		}
 		if len(ids[i]) > 0 && asg.ok() {
 			l.Set("assignments", al.links(ids[i]))

@@ -1,7 +1,6 @@
 package enrich
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
@@ -10,21 +9,14 @@ import (
 // shape applies the shaping every resource gets: the detail projection,
 // the excluded fields and the renditions.
 func (r *request) shape(d *sources.Doc, detail bool) {
-	if detail && len(r.res.Projection) > 0 {
-		project(d, r.res.Projection)
+	if detail {
+		// The datasource projection Mongo applied to details: the named
+		// top-level fields and _id, by the rule a client's ?projection
+		// follows too.
+		sources.Projection{Fields: r.res.Projection}.Apply(d)
 	}
 	exclude(d, r.res.Excluded)
 	r.renditions(d)
-}
-
-// project keeps only the top-level fields named in fields, and _id: the
-// datasource projection Mongo applied to details.
-func project(d *sources.Doc, fields []string) {
-	for _, k := range d.Keys() {
-		if k != "_id" && !slices.Contains(fields, k) {
-			d.Delete(k)
-		}
-	}
 }
 
 // exclude removes the excluded fields of d: plain names at the top level,

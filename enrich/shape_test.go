@@ -8,12 +8,13 @@ import (
 
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // parse decodes a JSON literal of a test (Extended JSON allowed).
 func parse(t testing.TB, s string) any {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Extended: true})
 	if err != nil {
 		t.Fatalf("bad test JSON %s: %v", s, err)
 	}

@@ -175,8 +175,3 @@ func scalar(v any) bool {
 	}
 	return false
 }
-
-// link builds {"title": title, "href": href}.
-func link(title, href string) *sources.Doc {
-	return sources.NewDoc(sources.Field{Key: "title", Value: title}, sources.Field{Key: "href", Value: href})
-}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // An accessLine is what the access log says about one request.
@@ -70,11 +70,11 @@ func (a *accessLogger) log(ctx context.Context, r accessLine) {
 	b = append(b, `","level":"`...)
 	b = append(b, r.level.String()...)
 	b = append(b, `","msg":"request","method":`...)
-	b = sources.AppendJSONString(b, r.method)
+	b = codec.AppendJSONString(b, r.method)
 	b = append(b, `,"route":`...)
-	b = sources.AppendJSONString(b, r.route)
+	b = codec.AppendJSONString(b, r.route)
 	b = append(b, `,"path":`...)
-	b = sources.AppendJSONString(b, r.path)
+	b = codec.AppendJSONString(b, r.path)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.status), 10)
 	b = append(b, `,"bytes":`...)
@@ -82,14 +82,14 @@ func (a *accessLogger) log(ctx context.Context, r accessLine) {
 	b = append(b, `,"duration_us":`...)
 	b = strconv.AppendInt(b, r.duration.Microseconds(), 10)
 	b = append(b, `,"request_id":`...)
-	b = sources.AppendJSONString(b, r.id)
+	b = codec.AppendJSONString(b, r.id)
 	if r.outcome != "" {
 		b = append(b, `,"cache":`...)
-		b = sources.AppendJSONString(b, r.outcome)
+		b = codec.AppendJSONString(b, r.outcome)
 	}
 	if r.err != nil {
 		b = append(b, `,"error":`...)
-		b = sources.AppendJSONString(b, r.err.Error())
+		b = codec.AppendJSONString(b, r.err.Error())
 	}
 	b = append(b, "}\n"...)
 	a.w.Write(b)

@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // AuthOptions configure token checks (decisions.md §5).
@@ -175,7 +176,7 @@ func checkPayload(tok string) error {
 	if err != nil {
 		return errMalformed
 	}
-	v, err := sources.DecodeJSON(payload, sources.DecodeOptions{Strict: true, MaxDepth: 32})
+	v, err := codec.DecodeJSON(payload, codec.DecodeOptions{Strict: true, MaxDepth: 32})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errDupClaim, err)
 	}

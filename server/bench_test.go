@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -28,7 +29,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // headers and body.
 func BenchmarkHandler(b *testing.B) {
 	body := []byte(`{"_id":"x"}`)
-	rep := &sources.Representation{Status: 200, Body: body, Gzip: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: -1,
+	rep := &render.Representation{Status: 200, Body: body, Gzip: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: -1,
 		LastModified: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC), StoredAt: time.Now(), CacheStatus: "prodapi; hit; ttl=42", Outcome: "hit"}
 	tok, _ := MintToken(testSecret, "bench", sources.AllScopes, time.Hour, time.Now())
 	target := "/prodapi/v1/items/urn:newsml:riverton.example:2026-11-19T18:05:20.436314:a3a0921f-4393-462e-b5ba-04ffb1315805"
@@ -73,7 +74,7 @@ func BenchmarkHandler(b *testing.B) {
 	})
 	b.Run("hit", func(b *testing.B) {
 		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-		s := New(sources.LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) { return rep, nil }),
+		s := New(render.LoaderFunc(func(context.Context, *sources.Query) (*render.Representation, error) { return rep, nil }),
 			Options{Auth: AuthOptions{Enabled: true, Secret: testSecret}, Logger: logger, AccessLog: io.Discard})
 		run(b, s.Handler())
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Messages the original used, word for word (Werkzeug's defaults).
@@ -75,7 +76,7 @@ func errorBody(status int, msg string) []byte {
 	b = append(b, `{"_status":"ERR","_error":{"code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"message":`...)
-	b = sources.AppendJSONString(b, msg)
+	b = codec.AppendJSONString(b, msg)
 	return append(b, "}}"...)
 }
 

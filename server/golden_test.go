@@ -14,7 +14,9 @@ import (
 
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -30,7 +32,7 @@ func newSampleServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
-	srv := server.New(server.NewRenderer(store, e), server.Options{})
+	srv := server.New(render.New(store, e), server.Options{})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts
@@ -94,7 +96,7 @@ func sampleID(t *testing.T, collection, slug string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := sources.DecodeJSON(b, sources.DecodeOptions{Extended: true})
+		v, err := codec.DecodeJSON(b, codec.DecodeOptions{Extended: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,11 +127,11 @@ func checkGolden(t *testing.T, ts *httptest.Server, name, target string) {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	v, err := sources.DecodeJSON(body, sources.DecodeOptions{})
+	v, err := codec.DecodeJSON(body, codec.DecodeOptions{})
 	if err != nil {
 		t.Fatalf("GET %s: %d, body is not JSON: %v\n%s", target, res.StatusCode, err, body)
 	}
-	got := "GET " + target + "\n" + res.Status + "\n" + string(sources.AppendJSONIndent(nil, v, "  ")) + "\n"
+	got := "GET " + target + "\n" + res.Status + "\n" + string(codec.AppendJSONIndent(nil, v, "  ")) + "\n"
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

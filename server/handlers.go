@@ -15,6 +15,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 func resources() []*sources.Resource { return sources.Resources() }
@@ -238,7 +239,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case !allUp:
 		status = "degraded"
 	}
-	body := sources.AppendJSON(nil, sources.D("status", status, "checks", checks))
+	body := codec.AppendJSON(nil, sources.D("status", status, "checks", checks))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)

@@ -6,7 +6,8 @@ import (
 	_ "embed"
 	"net/http"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/server/render"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // openAPIDocument is the API's OpenAPI 3.1 description, written by hand.
@@ -23,8 +24,8 @@ const openAPIServerURL = "http://localhost:5500/prodapi/v1"
 // openAPIDocumentFor returns the document with its server URL replaced
 // by the service's ("https://news.example/api/news/v1").
 func openAPIDocumentFor(serverURL string) []byte {
-	old := sources.AppendJSONString(nil, openAPIServerURL)
-	return bytes.Replace([]byte(openAPIDocument), old, sources.AppendJSONString(nil, serverURL), 1)
+	old := codec.AppendJSONString(nil, openAPIServerURL)
+	return bytes.Replace([]byte(openAPIDocument), old, codec.AppendJSONString(nil, serverURL), 1)
 }
 
 // openAPI serves the description at <prefix>/v1/openapi.json. It needs no
@@ -37,7 +38,7 @@ func (s *Server) openAPI() handlerFunc {
 	zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestCompression) // the level is valid
 	zw.Write(doc)
 	zw.Close()
-	rep := &sources.Representation{Body: doc, Gzip: zipped.Bytes(), ETag: etagOf(doc), Total: -1}
+	rep := &render.Representation{Body: doc, Gzip: zipped.Bytes(), ETag: render.ETag(doc), Total: -1}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		s.writeBody(w, r, rep, "public, max-age=300")
 		return nil

@@ -27,7 +27,9 @@ import (
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -271,13 +273,13 @@ func TestOpenAPIDocument(t *testing.T) {
 	d := loadOpenAPI(t)
 
 	// Strict JSON (no duplicate keys), formatted with two spaces, as
-	// sources.AppendJSONIndent writes it, ending in a newline.
-	ordered, err := sources.DecodeJSON(d.raw, sources.DecodeOptions{Strict: true})
+	// codec.AppendJSONIndent writes it, ending in a newline.
+	ordered, err := codec.DecodeJSON(d.raw, codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
-	if want := append(sources.AppendJSONIndent(nil, ordered, "  "), '\n'); !bytes.Equal(d.raw, want) {
-		t.Errorf("openapi.json is not formatted with two-space indentation (as sources.AppendJSONIndent writes it); first difference near byte %d", firstDiff(d.raw, want))
+	if want := append(codec.AppendJSONIndent(nil, ordered, "  "), '\n'); !bytes.Equal(d.raw, want) {
+		t.Errorf("openapi.json is not formatted with two-space indentation (as codec.AppendJSONIndent writes it); first difference near byte %d", firstDiff(d.raw, want))
 	}
 
 	for _, key := range []string{"openapi", "info", "servers", "paths", "components", "security", "tags"} {
@@ -819,11 +821,11 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
-	var load sources.Loader
+	var load render.Loader
 	if failure != nil {
-		load = server.NewRenderer(failingReader{failure}, e)
+		load = render.New(failingReader{failure}, e)
 	} else {
-		c := cache.New(nil, server.NewRenderer(store, e), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
+		c := cache.New(nil, render.New(store, e), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
 		t.Cleanup(func() { c.Close(context.Background()) })
 		load = c
 	}

@@ -1,6 +1,6 @@
 // Package server serves the /prodapi/v1 API over HTTP: routing, token
 // checks, parameter validation (server/query), and writing the
-// representations a sources.Loader (the cache, in front of the Renderer)
+// representations a render.Loader (the cache, in front of the Renderer)
 // produces. It never imports a backend driver or adapter.
 package server
 
@@ -14,7 +14,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Server. The zero value of each field works.
@@ -30,7 +33,7 @@ type Options struct {
 	// Checks are probed by /readyz.
 	Checks []Check
 	// Metrics are exposed at /metrics; nil exposes an empty registry.
-	Metrics *sources.Metrics
+	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// AccessLog, when set, receives the access log: one JSON line per
 	// request, in log/slog's JSONHandler format, one Write each. Unset,
@@ -51,11 +54,11 @@ type Check struct {
 
 // A Server answers the API. Create it with New; serve Handler.
 type Server struct {
-	load    sources.Loader
+	load    render.Loader
 	auth    *authenticator
 	assets  sources.AssetStore
 	checks  []Check
-	metrics *sources.Metrics
+	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
 	prefix  string
@@ -65,12 +68,12 @@ type Server struct {
 	ids            *requestIDs
 	access         *accessLogger
 	headers        *headerMemo
-	requests       *sources.Counter
-	panics         *sources.Counter
+	requests       *metrics.Counter
+	panics         *metrics.Counter
 }
 
 // New returns a server answering list and detail requests with load.
-func New(load sources.Loader, opts Options) *Server {
+func New(load render.Loader, opts Options) *Server {
 	s := &Server{
 		load:    load,
 		auth:    newAuthenticator(opts.Auth),
@@ -95,7 +98,7 @@ func New(load sources.Loader, opts Options) *Server {
 		s.now = time.Now
 	}
 	if s.metrics == nil {
-		s.metrics = sources.NewMetrics()
+		s.metrics = metrics.NewMetrics()
 	}
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
@@ -103,7 +106,7 @@ func New(load sources.Loader, opts Options) *Server {
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}
 	s.home = homeBody()
-	s.homeETag = []byte(etagOf(s.home))
+	s.homeETag = []byte(render.ETag(s.home))
 	return s
 }
 
@@ -113,7 +116,7 @@ func homeBody() []byte {
 	for _, r := range sources.Resources() {
 		child = append(child, sources.D("href", r.Name, "title", r.Title))
 	}
-	return sources.AppendJSON(nil, sources.D("_links", sources.D("child", child)))
+	return codec.AppendJSON(nil, sources.D("_links", sources.D("child", child)))
 }
 
 // validID reports whether id matches the original's item_url,

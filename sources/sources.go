@@ -1,17 +1,8 @@
-// Package sources defines what the server, the cache, the enricher and the
-// backends agree on: the Resource table, the Query a request becomes, the
-// Doc a backend returns, the Representation the cache stores and the
-// server writes, the small interfaces backends satisfy, and the errors
-// callers may test for.
-//
-// It imports nothing from this module and no drivers. Adapters live below
-// it: sources/sandbox, sources/mongo, sources/elastic.
 package sources
 
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 // Errors a backend returns, wrapped with %w; callers test them with
@@ -152,47 +143,3 @@ type Store interface {
 	Finder
 	Looker
 }
-
-// A Representation is a finished response for a query: what the cache
-// stores and the server writes.
-type Representation struct {
-	// Status is 200, or 404 for a detail that does not exist (a
-	// deterministic answer the cache keeps briefly). Other failures are
-	// errors, never representations.
-	Status int
-	// Body is the JSON body; it may be nil when Gzip is set.
-	Body []byte
-	// Gzip is the gzip-compressed body, when the producer has it.
-	Gzip []byte
-	// ETag is the strong validator, quoted: a hash of the body.
-	ETag string
-	// Total is the list's total (X-Total-Count); -1 for a detail.
-	Total int
-	// LastModified is the latest _updated of the documents, zero if none.
-	LastModified time.Time
-	// NoStore marks a response that may be served but not cached: an
-	// optional enrichment failed.
-	NoStore bool
-
-	// Set by a cache:
-	// StoredAt is when the representation was produced; zero when it
-	// comes straight from the backend.
-	StoredAt time.Time
-	// CacheStatus is the RFC 9211 Cache-Status value, "" without a cache.
-	CacheStatus string
-	// Outcome is the cache outcome for logs and metrics: hit, stale,
-	// miss, collapsed, bypass or error.
-	Outcome string
-}
-
-// A Loader produces the representation of a query. The server's renderer
-// is one; the cache wraps one.
-type Loader interface {
-	Load(ctx context.Context, q *Query) (*Representation, error)
-}
-
-// LoaderFunc adapts a function to a Loader.
-type LoaderFunc func(ctx context.Context, q *Query) (*Representation, error)
-
-// Load calls f.
-func (f LoaderFunc) Load(ctx context.Context, q *Query) (*Representation, error) { return f(ctx, q) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 )
 
@@ -162,9 +163,9 @@ func bulkBody(index, collection string, docs []*sources.Doc) ([]byte, error) {
 	slices.SortStableFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
 	var b []byte
 	for _, e := range entries {
-		b = sources.AppendJSON(b, sources.D("index", sources.D("_index", index, "_id", e.id)))
+		b = codec.AppendJSON(b, sources.D("index", sources.D("_index", index, "_id", e.id)))
 		b = append(b, '\n')
-		b = sources.AppendJSON(b, esSource(e.doc, collection))
+		b = codec.AppendJSON(b, esSource(e.doc, collection))
 		b = append(b, '\n')
 	}
 	return b, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
 	"github.com/prodapi/prodapi/sources/sandbox"
@@ -225,10 +226,10 @@ func TestSeedElastic(t *testing.T) {
 			}
 			d.Delete("_resource")
 			d.Set("_id", ix.ids[i])
-			got = append(got, string(sources.AppendCanonicalJSON(nil, d)))
+			got = append(got, string(codec.AppendCanonicalJSON(nil, d)))
 		}
 		for _, d := range docs[c] {
-			want = append(want, string(sources.AppendCanonicalJSON(nil, d)))
+			want = append(want, string(codec.AppendCanonicalJSON(nil, d)))
 		}
 		slices.Sort(got)
 		slices.Sort(want)
@@ -272,7 +273,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func decodeDoc(t *testing.T, b []byte) *sources.Doc {
 	t.Helper()
-	v, err := sources.DecodeJSON(b, sources.DecodeOptions{Strict: true})
+	v, err := codec.DecodeJSON(b, codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
@@ -365,7 +366,7 @@ func TestSeededIndexesReadAsTheSandbox(t *testing.T) {
 func canonical(docs []*sources.Doc) []string {
 	out := make([]string, len(docs))
 	for i, d := range docs {
-		out[i] = string(sources.AppendCanonicalJSON(nil, d))
+		out[i] = string(codec.AppendCanonicalJSON(nil, d))
 	}
 	return out
 }

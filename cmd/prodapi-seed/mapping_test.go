@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 )
 
@@ -27,7 +28,7 @@ func TestSampleFitsTheMappings(t *testing.T) {
 			root := parseMapping(t, mappings[c])
 			for _, d := range docs[c] {
 				id, _ := d.Get("_id")
-				src := decodeDoc(t, sources.AppendJSON(nil, esSource(d, c)))
+				src := decodeDoc(t, codec.AppendJSON(nil, esSource(d, c)))
 				for _, problem := range root.index(src, "") {
 					t.Errorf("%s %v: %s", c, id, problem)
 				}
@@ -173,7 +174,7 @@ func (f *field) value(v any, path string) []string {
 		return problems
 	}
 	refuse := func() []string {
-		return []string{fmt.Sprintf("%s: %s field refuses %s", path, f.typ, sources.AppendJSON(nil, v))}
+		return []string{fmt.Sprintf("%s: %s field refuses %s", path, f.typ, codec.AppendJSON(nil, v))}
 	}
 	switch f.typ {
 	case "object", "nested":

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -48,7 +49,7 @@ func loadNewsroom(ctx context.Context, fsys fs.FS) (*newsroom, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seed: %w", err)
 		}
-		v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+		v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 		if err != nil {
 			return nil, fmt.Errorf("seed: %s.json: %w", c, err)
 		}

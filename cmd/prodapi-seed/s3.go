@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,7 +63,11 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *new
 		logger.Info("s3: bucket created", "bucket", bucket)
 	}
 	for _, a := range room.assets {
-		key := objectKey(o.Subfolder, a.name)
+		// The key prodapi asks S3 for, by objstore's own rule.
+		key, _, ok := objstore.ObjectKey(o.Subfolder, a.name)
+		if !ok {
+			return fmt.Errorf("seed: s3: no object can have the media id %q", a.name)
+		}
 		_, err := client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        &bucket,
 			Key:           &key,
@@ -97,27 +99,4 @@ func status(err error) int {
 		return re.HTTPStatusCode()
 	}
 	return 0
-}
-
-// mongoIDName and unsafeChars are objstore's rules (key.go), which derive
-// the key prodapi asks S3 for from a media id: "<24 hex>.<ext>" names the
-// key "<24 hex>"; any other id is itself less 15 characters.
-var mongoIDName = regexp.MustCompile(`^([a-f0-9]{24})\.[a-z]{3,4}`)
-
-var unsafeChars = strings.NewReplacer(
-	`\`, "", "{", "", "^", "", "}", "", "%", "", "`", "", "]", "", ">", "",
-	"[", "", "~", "", "<", "", "#", "", "|", "", "'", "", `"`, "",
-)
-
-// objectKey is the key of the object prodapi finds for the media id
-// name (an asset's path under assets/), below prefix.
-func objectKey(prefix, name string) string {
-	key := unsafeChars.Replace(name)
-	if m := mongoIDName.FindStringSubmatch(name); m != nil {
-		key = m[1]
-	}
-	if prefix != "" {
-		key = prefix + "/" + key
-	}
-	return key
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
+	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/objstore"
 	"github.com/prodapi/prodapi/sources/sandbox"
@@ -37,7 +38,7 @@ type backends struct {
 // lists, and media from object storage (OBJSTORE_CONTAINER_NAME) or
 // GridFS. Nothing here waits for a server: the service starts while Mongo
 // or Elastic are down and answers 503 until they come back.
-func openBackends(ctx context.Context, cfg config.Config, queries *sources.Counter, logger *slog.Logger) (*backends, error) {
+func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
 	if cfg.Sandbox != "" {
 		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 const devSecret = "an-end-to-end-test-secret-of-32-bytes-or-more"
@@ -355,13 +356,13 @@ func manyPlanning(t *testing.T, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := sources.DecodeJSON(b, sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON(b, codec.DecodeOptions{Extended: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var richest *sources.Doc
 	for _, o := range v.([]any) {
-		if d := o.(*sources.Doc); bytes.Contains(sources.AppendJSON(nil, d), []byte(`"scheduled_update_id"`)) {
+		if d := o.(*sources.Doc); bytes.Contains(codec.AppendJSON(nil, d), []byte(`"scheduled_update_id"`)) {
 			richest = d
 		}
 	}
@@ -376,7 +377,7 @@ func manyPlanning(t *testing.T, n int) string {
 		d.Set("guid", id)
 		out = append(out, d)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "planning.json"), sources.AppendJSON(nil, out), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "planning.json"), codec.AppendJSON(nil, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -16,7 +16,9 @@ import (
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // env is what run takes from the operating system, so tests can run the
@@ -81,8 +83,8 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	metrics := sources.NewMetrics()
-	b, err := openBackends(ctx, cfg, metrics.SourceQueries(), logger)
+	registry := metrics.NewMetrics()
+	b, err := openBackends(ctx, cfg, registry.SourceQueries(), logger)
 	if err != nil {
 		return err
 	}
@@ -91,7 +93,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	defer b.close(logger)
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
-	renderer := server.NewRenderer(b.store, enricher)
+	renderer := render.New(b.store, enricher)
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err
@@ -103,7 +105,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		LocalBytes:  cfg.Cache.LocalBytes,
 		LocalTTL:    cfg.Cache.LocalTTL,
 		LoadTimeout: 2 * cfg.BackendTimeout,
-		Metrics:     metrics,
+		Metrics:     registry,
 		Logger:      logger,
 	})
 	var assets sources.AssetStore
@@ -117,7 +119,7 @@ func serve(ctx context.Context, e env, args []string) error {
 			Audience: cfg.Audience},
 		Assets:    assets,
 		Checks:    b.checks,
-		Metrics:   metrics,
+		Metrics:   registry,
 		Logger:    logger,
 		AccessLog: logs,
 	})

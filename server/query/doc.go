@@ -47,7 +47,7 @@
 // pretty and the parameters their links echo (page, max_results, where,
 // sort), validated the same way, and build nothing for the backend.
 //
-// JSON parameters are decoded strictly (sources.DecodeJSON with Strict):
+// JSON parameters are decoded strictly (codec.DecodeJSON with Strict):
 // duplicate keys, trailing data, invalid UTF-8, NaN and numbers out of
 // range are 400, and so is nesting deeper than 32.
 //

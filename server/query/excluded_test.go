@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A parameter kind puts a field path where a client could name it.
@@ -15,7 +16,7 @@ type paramKind struct {
 	raw    func(path string) string
 }
 
-func jsonString(s string) string { return string(sources.AppendJSONString(nil, s)) }
+func jsonString(s string) string { return string(codec.AppendJSONString(nil, s)) }
 
 // luceneEscape escapes a field name for query_string text.
 func luceneEscape(s string) string {

@@ -6,19 +6,20 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // decode parses a JSON parameter value strictly (duplicate keys, invalid
 // UTF-8 and trailing data refused) and no deeper than maxDepth.
 func decode(name, raw string) (any, error) {
-	v, err := sources.DecodeJSON([]byte(raw), sources.DecodeOptions{Strict: true, MaxDepth: maxDepth})
+	v, err := codec.DecodeJSON([]byte(raw), codec.DecodeOptions{Strict: true, MaxDepth: maxDepth})
 	if err == nil {
 		return v, nil
 	}
-	if errors.Is(err, sources.ErrTooDeep) {
+	if errors.Is(err, codec.ErrTooDeep) {
 		return nil, badf("%s: nested more than %d levels deep", name, maxDepth)
 	}
-	if se, ok := errors.AsType[*sources.SyntaxError](err); ok {
+	if se, ok := errors.AsType[*codec.SyntaxError](err); ok {
 		return nil, badf("%s: invalid JSON: %s", name, se.Error())
 	}
 	return nil, badf("%s: invalid JSON", name)
@@ -275,7 +276,7 @@ func (p *parser) parseProjection() error {
 	for i, f := range proj.Fields {
 		canon[i] = sources.Field{Key: f, Value: flag}
 	}
-	p.keep("projection", string(sources.AppendCanonicalJSON(nil, sources.NewDoc(canon...))))
+	p.keep("projection", string(codec.AppendCanonicalJSON(nil, sources.NewDoc(canon...))))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A treeGen builds Elasticsearch bodies and Mongo filters that are mostly
@@ -261,11 +262,11 @@ func (g *treeGen) where(depth int) *sources.Doc {
 
 func genCheck(t *testing.T, data []byte) {
 	g := &treeGen{data: data}
-	src := string(sources.AppendJSON(nil, g.source()))
+	src := string(codec.AppendJSON(nil, g.source()))
 	fuzzParse(t, []string{"items", "planning"}, "", "source", src)
-	filter := string(sources.AppendJSON(nil, g.q(0)))
+	filter := string(codec.AppendJSON(nil, g.q(0)))
 	fuzzParse(t, []string{"items", "events"}, "", "filter", filter, "where", `{"type":"text"}`, "q", g.text())
-	where := string(sources.AppendJSON(nil, g.where(0)))
+	where := string(codec.AppendJSON(nil, g.where(0)))
 	fuzzParse(t, []string{"users", "events_history", "desks"}, "", "where", where, "sort", g.field())
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 func resource(t testing.TB, name string) *sources.Resource {
@@ -40,7 +41,7 @@ func js(v any) string {
 	if d, ok := v.(*sources.Doc); ok && d == nil {
 		return ""
 	}
-	return string(sources.AppendJSON(nil, v))
+	return string(codec.AppendJSON(nil, v))
 }
 
 // want is what a test expects of an accepted request; zero page and max

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // decodeWhere reads the where parameter as Eve did: as JSON first and,
@@ -26,7 +27,7 @@ func decodeWhere(raw string) (any, error) {
 	if pyErr == nil {
 		// Through JSON text and back: the very value, limits and checks
 		// of the JSON form.
-		return decode("where", string(sources.AppendJSON(nil, d)))
+		return decode("where", string(codec.AppendJSON(nil, d)))
 	}
 	if t := strings.TrimLeft(raw, " \t\n\r\f"); t != "" && (t[0] == '{' || t[0] == '[') {
 		return nil, jsonErr // meant as JSON: say what is wrong with it

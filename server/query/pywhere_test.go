@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // TestPyWhere: each Python where is the query its JSON twin is, down to
@@ -201,7 +202,7 @@ func FuzzPyWhere(f *testing.F) {
 		for _, name := range []string{"users", "desks", "items"} {
 			r := resource(t, name)
 			qp, perr := Parse(r, "", qs("where", where))
-			qj, jerr := Parse(r, "", qs("where", string(sources.AppendJSON(nil, d))))
+			qj, jerr := Parse(r, "", qs("where", string(codec.AppendJSON(nil, d))))
 			if (perr == nil) != (jerr == nil) {
 				t.Fatalf("%s: python %v, its JSON %v", name, perr, jerr)
 			}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // An Error is a problem with a request's parameters. Status is 400 (or
@@ -128,7 +129,7 @@ func (p *parser) parseEmbedded() error {
 	if raw == "" {
 		return nil
 	}
-	v, err := sources.DecodeJSON([]byte(raw), sources.DecodeOptions{Strict: true, MaxDepth: maxDepth})
+	v, err := codec.DecodeJSON([]byte(raw), codec.DecodeOptions{Strict: true, MaxDepth: maxDepth})
 	if _, ok := v.(*sources.Doc); err != nil || !ok {
 		return badf("Unable to parse `embedded` clause")
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A sourceSpec is a validated, rewritten source parameter.
@@ -558,7 +559,7 @@ func (p *parser) parseSearch() error {
 			return err
 		}
 		if c := spec.doc(); c.Len() > 0 {
-			p.keep("source", string(sources.AppendCanonicalJSON(nil, c)))
+			p.keep("source", string(codec.AppendCanonicalJSON(nil, c)))
 		}
 	}
 	var filter *sources.Doc
@@ -576,7 +577,7 @@ func (p *parser) parseSearch() error {
 			if filter, err = w.query(d); err != nil {
 				return err
 			}
-			p.keep("filter", string(sources.AppendCanonicalJSON(nil, filter)))
+			p.keep("filter", string(codec.AppendCanonicalJSON(nil, filter)))
 		}
 	}
 	clause, err := p.textParams()

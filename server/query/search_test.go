@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 func canonical(t *testing.T, s string) string {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("bad JSON in test: %v: %s", err, s)
 	}
-	return string(sources.AppendCanonicalJSON(nil, v))
+	return string(codec.AppendCanonicalJSON(nil, v))
 }
 
 // TestDefaultBody pins the exact bytes of the plainest list body.

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // parseSort reads the URL sort: a Python or JSON literal list of
@@ -64,7 +65,7 @@ func canonicalSort(keys []sources.SortKey) string {
 		}
 		pairs[i] = []any{k.Field, dir}
 	}
-	return string(sources.AppendCanonicalJSON(nil, pairs))
+	return string(codec.AppendCanonicalJSON(nil, pairs))
 }
 
 // parseSortValue parses the sort syntax without judging the fields.

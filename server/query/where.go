@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/grammar"
 )
 
@@ -36,7 +37,7 @@ func (p *parser) parseWhere() error {
 	// values keep their order, as MongoDB compares embedded documents
 	// field by field in order. So the ordered encoding is canonical, where
 	// AppendCanonicalJSON would merge different queries into one key.
-	p.where = string(sources.AppendJSON(nil, out))
+	p.where = string(codec.AppendJSON(nil, out))
 	if p.list {
 		p.q.Where = out
 	}
@@ -81,7 +82,7 @@ func (p *parser) searchWhere(d *sources.Doc) error {
 		return nil
 	}
 	sortFields(fields)
-	p.where = string(sources.AppendCanonicalJSON(nil, sources.NewDoc(fields...)))
+	p.where = string(codec.AppendCanonicalJSON(nil, sources.NewDoc(fields...)))
 	if p.search() {
 		for _, f := range fields {
 			p.whereTerms = append(p.whereTerms, termQuery(f.Key, f.Value))

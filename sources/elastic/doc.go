@@ -58,7 +58,7 @@
 //
 // Find POSTs q.Search, the complete validated body (it already has size,
 // from, sort and track_total_hits: 10000), to /<index>/_search, byte for
-// byte as sources.AppendJSON encodes it, with no query parameters. Lookup
+// byte as codec.AppendJSON encodes it, with no query parameters. Lookup
 // sends
 //
 //	{"query": {"bool": {"filter": [{"terms": {F: ["v1", ...]}}]}},

@@ -13,6 +13,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
@@ -50,7 +51,7 @@ func TestIntegrationAgainstSandbox(t *testing.T) {
 		if !r.Search {
 			continue
 		}
-		sort := string(sources.AppendJSON(nil, sortBody(r.DefaultSort)))
+		sort := string(codec.AppendJSON(nil, sortBody(r.DefaultSort)))
 		for _, tc := range []struct{ name, body string }{
 			{"default list", `{"query":{"bool":{}},"sort":` + sort + `,"size":25,"track_total_hits":10000}`},
 			{"second page", `{"query":{"bool":{}},"sort":` + sort + `,"size":3,"from":3,"track_total_hits":10000}`},
@@ -74,8 +75,8 @@ func TestIntegrationAgainstSandbox(t *testing.T) {
 				if diff := gocmp.Diff(canonicalDocs(got.Docs), canonicalDocs(want.Docs)); diff != "" {
 					t.Errorf("documents (-elastic +sandbox):\n%s", diff)
 				}
-				if diff := gocmp.Diff(string(sources.AppendCanonicalJSON(nil, got.Aggregations)),
-					string(sources.AppendCanonicalJSON(nil, want.Aggregations))); diff != "" {
+				if diff := gocmp.Diff(string(codec.AppendCanonicalJSON(nil, got.Aggregations)),
+					string(codec.AppendCanonicalJSON(nil, want.Aggregations))); diff != "" {
 					t.Errorf("aggregations (-elastic +sandbox):\n%s", diff)
 				}
 			})
@@ -171,7 +172,7 @@ func sortBody(keys []sources.SortKey) []any {
 func canonicalDocs(docs []*sources.Doc) []string {
 	out := make([]string, len(docs))
 	for i, d := range docs {
-		out[i] = string(sources.AppendCanonicalJSON(nil, d))
+		out[i] = string(codec.AppendCanonicalJSON(nil, d))
 	}
 	slices.Sort(out)
 	return out

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // mappingsJSON holds index settings shared by every index and a mapping
@@ -24,7 +25,7 @@ var mappingsJSON []byte
 // and 8.x: what a seed program sends as PUT /<prefix>_<collection>
 // before indexing documents. The bytes are the caller's.
 func IndexMappings() map[string][]byte {
-	v, err := sources.DecodeJSON(mappingsJSON, sources.DecodeOptions{Strict: true})
+	v, err := codec.DecodeJSON(mappingsJSON, codec.DecodeOptions{Strict: true})
 	if err != nil {
 		panic(fmt.Sprintf("elastic: mappings.json: %v", err)) // embedded data; a test decodes it
 	}
@@ -33,7 +34,7 @@ func IndexMappings() map[string][]byte {
 	mappings, _ := root.Doc("mappings")
 	out := make(map[string][]byte, mappings.Len())
 	for c, m := range mappings.All() {
-		out[c] = sources.AppendJSON(nil, sources.D("settings", settings, "mappings", m))
+		out[c] = codec.AppendJSON(nil, sources.D("settings", settings, "mappings", m))
 	}
 	return out
 }

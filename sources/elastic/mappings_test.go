@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 )
 
@@ -49,7 +50,7 @@ func TestIndexMappings(t *testing.T) {
 		{"assignments", "coverage_item", "keyword"},
 		{"assignments", "planning_item", "keyword"},
 	} {
-		v, err := sources.DecodeJSON(m[tc.collection], sources.DecodeOptions{Strict: true})
+		v, err := codec.DecodeJSON(m[tc.collection], codec.DecodeOptions{Strict: true})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.collection, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A searchResponse is the part of a search response we use.
@@ -22,7 +23,7 @@ type searchResponse struct {
 // timeout or failed shards is partial and is refused: the documents of
 // the shards that answered are not the page the client asked for.
 func parseSearch(data []byte) (*searchResponse, error) {
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("malformed search response: %w", err)
 	}
@@ -181,7 +182,7 @@ type esError struct {
 // parseError reads an error body, as much as it can.
 func parseError(data []byte) esError {
 	var e esError
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{MaxDepth: 64})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{MaxDepth: 64})
 	if err != nil {
 		return e
 	}

@@ -17,13 +17,15 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Store.
 type Options struct {
 	Index   string           // ELASTICSEARCH_INDEX: the index prefix, e.g. "superdesk"
 	Timeout time.Duration    // per request; 0 means DefaultTimeout
-	Queries *sources.Counter // counts backend "elastic", op "search"
+	Queries *metrics.Counter // counts backend "elastic", op "search"
 	Logger  *slog.Logger     // nil discards
 }
 
@@ -34,7 +36,7 @@ type Store struct {
 	client  *elasticsearch.Client
 	prefix  string
 	timeout time.Duration
-	queries *sources.Counter
+	queries *metrics.Counter
 	log     *slog.Logger
 
 	// missing remembers the indexes already reported absent, so a fresh
@@ -85,7 +87,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	if q.Search == nil {
 		return nil, fmt.Errorf("elastic: search %s: no search body", q.Resource.Name)
 	}
-	r, err := s.search(ctx, "search", q.Resource.Collection, sources.AppendJSON(nil, q.Search))
+	r, err := s.search(ctx, "search", q.Resource.Collection, codec.AppendJSON(nil, q.Search))
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +160,7 @@ func lookupBody(l sources.Lookup) (body []byte, n int) {
 	}
 	doc.Set("size", int64(size))
 	doc.Set("track_total_hits", false)
-	return sources.AppendJSON(nil, doc), len(values)
+	return codec.AppendJSON(nil, doc), len(values)
 }
 
 // termString renders a lookup value as the string the index holds.

@@ -13,8 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var versions = []estest.Version{estest.V8, estest.V7, estest.V710}
@@ -57,7 +59,7 @@ func newsroom() map[string][]*sources.Doc {
 type fixture struct {
 	fake    *estest.Server
 	store   *essrc.Store
-	queries *sources.Counter
+	queries *metrics.Counter
 }
 
 func setup(t *testing.T, fo estest.Options, timeout time.Duration) fixture {
@@ -75,7 +77,7 @@ func (f fixture) connect(t *testing.T, url string, timeout time.Duration) fixtur
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.queries = sources.NewMetrics().SourceQueries()
+	f.queries = metrics.NewMetrics().SourceQueries()
 	f.store = essrc.New(client, essrc.Options{Index: "superdesk", Timeout: timeout, Queries: f.queries})
 	return f
 }
@@ -90,7 +92,7 @@ func resource(name string) *sources.Resource {
 
 func decode(t *testing.T, s string) *sources.Doc {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("decode %s: %v", s, err)
 	}
@@ -99,15 +101,15 @@ func decode(t *testing.T, s string) *sources.Doc {
 
 func canonical(t *testing.T, b []byte) string {
 	t.Helper()
-	v, err := sources.DecodeJSON(b, sources.DecodeOptions{})
+	v, err := codec.DecodeJSON(b, codec.DecodeOptions{})
 	if err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
-	return string(sources.AppendCanonicalJSON(nil, v))
+	return string(codec.AppendCanonicalJSON(nil, v))
 }
 
 func jsonOf(docs []*sources.Doc) string {
-	return string(sources.AppendJSON(nil, docs))
+	return string(codec.AppendJSON(nil, docs))
 }
 
 // The body we send is q.Search, byte for byte, to /<prefix>_<collection>/_search,
@@ -186,7 +188,7 @@ func TestFindMapsHits(t *testing.T) {
 					t.Errorf("_updated is %T, want time.Time", u)
 				}
 				if d.Has("_resource") {
-					t.Errorf("_resource not removed: %s", sources.AppendJSON(nil, d))
+					t.Errorf("_resource not removed: %s", codec.AppendJSON(nil, d))
 				}
 			}
 			if res.Total != 3 || res.Aggregations != nil {
@@ -267,7 +269,7 @@ func TestFindAggregations(t *testing.T) {
 			}
 			want := `{"type":{"doc_count_error_upper_bound":0,"sum_other_doc_count":1,"buckets":[{"key":"text","doc_count":2,` +
 				`"state":{"doc_count_error_upper_bound":0,"sum_other_doc_count":0,"buckets":[{"key":"published","doc_count":2}]}}]}}`
-			if diff := cmp.Diff(string(sources.AppendJSON(nil, res.Aggregations)), want); diff != "" {
+			if diff := cmp.Diff(string(codec.AppendJSON(nil, res.Aggregations)), want); diff != "" {
 				t.Errorf("aggregations (-got +want):\n%s", diff)
 			}
 			if len(res.Docs) != 0 || res.Total != 3 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
@@ -35,7 +36,7 @@ type Options struct {
 	Timeout time.Duration
 	// Queries counts every query sent (prodapi_source_queries_total),
 	// with backend "mongo"; nil counts nothing.
-	Queries *sources.Counter
+	Queries *metrics.Counter
 	// Logger receives what is worth knowing but is not an error of the
 	// caller's; nil discards.
 	Logger *slog.Logger
@@ -48,7 +49,7 @@ type Options struct {
 type Store struct {
 	db      *mongodriver.Database
 	timeout time.Duration
-	queries *sources.Counter
+	queries *metrics.Counter
 	log     *slog.Logger
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,7 +24,7 @@ var docCmp = cmp.Transformer("fields", func(d *sources.Doc) []sources.Field { re
 type env struct {
 	srv     *mongotest.Server
 	store   *mongosrc.Store
-	queries *sources.Counter
+	queries *metrics.Counter
 }
 
 func newEnv(t *testing.T, seed map[string][]*sources.Doc, opts mongosrc.Options) *env {
@@ -44,7 +46,7 @@ func connect(t *testing.T, srv *mongotest.Server, opts mongosrc.Options) *env {
 		client.Disconnect(ctx)
 	})
 	if opts.Queries == nil {
-		opts.Queries = sources.NewMetrics().SourceQueries()
+		opts.Queries = metrics.NewMetrics().SourceQueries()
 	}
 	return &env{
 		srv:     srv,
@@ -210,7 +212,7 @@ func listQuery(t testing.TB, resource, where string, sort []sources.SortKey, pag
 		q.Sort = q.Resource.DefaultSort
 	}
 	if where != "" {
-		v, err := sources.DecodeJSON([]byte(where), sources.DecodeOptions{Strict: true})
+		v, err := codec.DecodeJSON([]byte(where), codec.DecodeOptions{Strict: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/grammar"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,7 +18,7 @@ import (
 // where decodes a where as server/query does.
 func where(t testing.TB, s string) *sources.Doc {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true, MaxDepth: 32})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true, MaxDepth: 32})
 	if err != nil {
 		t.Fatalf("decoding %s: %v", s, err)
 	}
@@ -304,7 +305,7 @@ func operators(raw bsoncore.Document) []string {
 // and that translation never panics. Seeds: testdata/fuzz/FuzzTranslateWhere.
 func FuzzTranslateWhere(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true, MaxDepth: 32})
+		v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true, MaxDepth: 32})
 		if err != nil {
 			return
 		}

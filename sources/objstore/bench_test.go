@@ -9,7 +9,7 @@ func BenchmarkObjectKey(b *testing.B) {
 	for _, id := range []string{"5d553c333031e2855a2e5662.jpg", "20240115120112/a {photo} #1.jpg"} {
 		b.Run(id, func(b *testing.B) {
 			for b.Loop() {
-				if _, _, ok := objectKey("sd", id); !ok {
+				if _, _, ok := ObjectKey("sd", id); !ok {
 					b.Fatal("no key")
 				}
 			}

@@ -59,7 +59,7 @@ func TestIntegrationMinIO(t *testing.T) {
 			}
 			a, err := s.Asset(ctx, f.Name())
 			if errors.Is(err, sources.ErrNotFound) {
-				key, _, _ := objectKey("", f.Name())
+				key, _, _ := ObjectKey("", f.Name())
 				t.Fatalf("Asset(%q): %v: compose must seed %s as s3://%s/%s", f.Name(), err, f.Name(), bucket, key)
 			}
 			if err != nil {

@@ -20,13 +20,13 @@ var unsafeChars = strings.NewReplacer(
 // maxKeyLen is S3's limit on a key, in bytes.
 const maxKeyLen = 1024
 
-// objectKey derives the object key of a media id as the original's Amazon
+// ObjectKey derives the object key of a media id as the original's Amazon
 // storage did (get_by_filename, then get, then get_key), and the file name
 // it reported (the key without the prefix). ok is false when no object
 // can have that id: empty after sanitising, not printable ASCII (the
 // original transliterated with unidecode; the router refuses such ids), a
 // "." or ".." path segment, or too long for S3.
-func objectKey(prefix, mediaID string) (key, name string, ok bool) {
+func ObjectKey(prefix, mediaID string) (key, name string, ok bool) {
 	if m := mongoIDName.FindStringSubmatch(mediaID); m != nil {
 		name = m[1]
 	} else {

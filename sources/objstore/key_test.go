@@ -50,10 +50,10 @@ func TestObjectKey(t *testing.T) {
 		{name: "too long with the prefix", prefix: "sd", id: strings.Repeat("a", maxKeyLen-2)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gotKey, gotName, ok := objectKey(tc.prefix, tc.id)
+			gotKey, gotName, ok := ObjectKey(tc.prefix, tc.id)
 			if tc.wantKey == "" {
 				if ok {
-					t.Errorf("objectKey(%q, %q) = %q, %q, true; want no key", tc.prefix, tc.id, gotKey, gotName)
+					t.Errorf("ObjectKey(%q, %q) = %q, %q, true; want no key", tc.prefix, tc.id, gotKey, gotName)
 				}
 				return
 			}
@@ -62,7 +62,7 @@ func TestObjectKey(t *testing.T) {
 				wantName = tc.wantKey
 			}
 			if !ok || gotKey != tc.wantKey || gotName != wantName {
-				t.Errorf("objectKey(%q, %q) = %q, %q, %v; want %q, %q, true", tc.prefix, tc.id, gotKey, gotName, ok, tc.wantKey, wantName)
+				t.Errorf("ObjectKey(%q, %q) = %q, %q, %v; want %q, %q, true", tc.prefix, tc.id, gotKey, gotName, ok, tc.wantKey, wantName)
 			}
 		})
 	}
@@ -72,19 +72,19 @@ func FuzzObjectKey(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzObjectKey.
 	f.Fuzz(func(t *testing.T, prefix, id string) {
 		prefix = strings.Trim(prefix, "/")
-		key, name, ok := objectKey(prefix, id)
+		key, name, ok := ObjectKey(prefix, id)
 		if !ok {
 			return
 		}
 		if name == "" || len(key) > maxKeyLen || strings.ContainsAny(name, "\\{^}%`]>[~<#|'\"") && !mongoIDName.MatchString(id) {
-			t.Fatalf("objectKey(%q, %q) = %q, %q", prefix, id, key, name)
+			t.Fatalf("ObjectKey(%q, %q) = %q, %q", prefix, id, key, name)
 		}
 		if prefix != "" && key != prefix+"/"+name || prefix == "" && key != name {
-			t.Fatalf("objectKey(%q, %q) = %q, %q: key is not prefix/name", prefix, id, key, name)
+			t.Fatalf("ObjectKey(%q, %q) = %q, %q: key is not prefix/name", prefix, id, key, name)
 		}
 		for seg := range strings.SplitSeq(name, "/") {
 			if seg == "." || seg == ".." {
-				t.Fatalf("objectKey(%q, %q) = %q: traversal segment", prefix, id, key)
+				t.Fatalf("ObjectKey(%q, %q) = %q: traversal segment", prefix, id, key)
 			}
 		}
 	})

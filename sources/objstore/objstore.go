@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Defaults for the zero Options.
@@ -48,7 +49,7 @@ type Options struct {
 	Timeout     time.Duration // per Asset call (all S3 requests and retries); 0 means DefaultTimeout
 	// Queries counts one query (backend "s3", resource "assets", op
 	// "asset") per Asset call that reaches S3. Nil counts nothing.
-	Queries *sources.Counter
+	Queries *metrics.Counter
 	Logger  *slog.Logger // nil: discard
 	// Now is the clock presigned URLs are signed with and expire by; nil
 	// means time.Now.
@@ -110,7 +111,7 @@ var errCallTimeout = errors.New("objstore: call timed out")
 // missing bucket, 5xx, refused connections), or are ctx's error. They
 // carry S3's detail as text for logs, never an S3 type.
 func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
-	key, name, ok := objectKey(s.opts.Prefix, mediaID)
+	key, name, ok := ObjectKey(s.opts.Prefix, mediaID)
 	if !ok {
 		return nil, fmt.Errorf("objstore: asset %q: %w", mediaID, sources.ErrNotFound)
 	}

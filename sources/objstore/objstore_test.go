@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var (
@@ -30,12 +31,12 @@ var (
 
 // newTestStore returns a Store on the fake, built with NewClient as
 // cmd/prodapi builds it, and its query counter.
-func newTestStore(t testing.TB, endpoint string, opts Options) (*Store, *sources.Counter) {
+func newTestStore(t testing.TB, endpoint string, opts Options) (*Store, *metrics.Counter) {
 	t.Helper()
 	return newTestStoreKeys(t, endpoint, testAccessKey, testSecretKey, opts)
 }
 
-func newTestStoreKeys(t testing.TB, endpoint, accessKey, secretKey string, opts Options) (*Store, *sources.Counter) {
+func newTestStoreKeys(t testing.TB, endpoint, accessKey, secretKey string, opts Options) (*Store, *metrics.Counter) {
 	t.Helper()
 	client, err := NewClient(context.Background(), accessKey, secretKey, testRegion, endpoint)
 	if err != nil {
@@ -44,7 +45,7 @@ func newTestStoreKeys(t testing.TB, endpoint, accessKey, secretKey string, opts 
 	if opts.Bucket == "" {
 		opts.Bucket = testBucket
 	}
-	queries := sources.NewMetrics().SourceQueries()
+	queries := metrics.NewMetrics().SourceQueries()
 	opts.Queries = queries
 	return New(client, opts), queries
 }

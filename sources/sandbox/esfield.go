@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A searchEnv is what one search (or one Store) evaluates queries with.
@@ -252,7 +253,7 @@ func newTermVal(v any, now time.Time) (termVal, error) {
 		t.num, t.isNum = float64(v), true
 		t.tLo, t.tHi, t.isTime = v, v, true
 	case float64:
-		t.s = string(sources.AppendJSON(nil, v))
+		t.s = string(codec.AppendJSON(nil, v))
 		t.num, t.isNum = v, true
 		t.tLo, t.tHi, t.isTime = int64(v), int64(v), true
 	case bool:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A query is a compiled ES query: whether a document matches, and its
@@ -1006,5 +1007,5 @@ func (q nestedQ) eval(c *evalCtx, d *sources.Doc) (bool, float64) {
 
 // describe renders a value for error messages, shortened.
 func describe(v any) string {
-	return fmt.Sprintf("%.100s", sources.AppendJSON(nil, v))
+	return fmt.Sprintf("%.100s", codec.AppendJSON(nil, v))
 }

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // The evaluators get validated input, but must never panic on any
 // document: what they cannot evaluate is ErrInvalid.
 
 func decodeFuzz(data []byte) (*sources.Doc, bool) {
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true, MaxDepth: 64})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true, MaxDepth: 64})
 	if err != nil {
 		return nil, false
 	}

@@ -7,13 +7,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/grammar"
 )
 
 // jdoc decodes Extended JSON into a document, for test tables.
 func jdoc(t testing.TB, s string) *sources.Doc {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Extended: true})
 	if err != nil {
 		t.Fatalf("decode %s: %v", s, err)
 	}

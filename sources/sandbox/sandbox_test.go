@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 	"github.com/prodapi/prodapi/sources/sourcestest"
 )
@@ -159,7 +160,7 @@ func TestSuperdeskDump(t *testing.T) {
 	ctx := context.Background()
 	res := func(name string) *sources.Resource { r, _ := sources.ResourceByName(name); return r }
 	parse := func(s string) *sources.Doc {
-		v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true})
+		v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/grammar"
 )
 
@@ -301,8 +302,8 @@ func TestSearchHits(t *testing.T) {
 			if len(res.Docs) != 1 {
 				t.Fatalf("got %d hits, want 1", len(res.Docs))
 			}
-			got := string(sources.AppendJSON(nil, res.Docs[0]))
-			want := string(sources.AppendJSON(nil, jdoc(t, tc.want)))
+			got := string(codec.AppendJSON(nil, res.Docs[0]))
+			want := string(codec.AppendJSON(nil, jdoc(t, tc.want)))
 			if got != want {
 				t.Errorf("hit\n got %s\nwant %s", got, want)
 			}
@@ -386,8 +387,8 @@ func TestSearchAggregations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := string(sources.AppendJSON(nil, res.Aggregations))
-			want := string(sources.AppendJSON(nil, jdoc(t, tc.want)))
+			got := string(codec.AppendJSON(nil, res.Aggregations))
+			want := string(codec.AppendJSON(nil, jdoc(t, tc.want)))
 			if got != want {
 				t.Errorf("aggregations\n got %s\nwant %s", got, want)
 			}

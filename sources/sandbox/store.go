@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // sample is the bundled newsroom (PRODAPI_SANDBOX=sample).
@@ -24,7 +26,7 @@ type Options struct {
 	Latency time.Duration
 	// Queries counts queries (prodapi_source_queries_total) with backend
 	// label "sandbox"; nil counts nothing.
-	Queries *sources.Counter
+	Queries *metrics.Counter
 	// Now anchors ES date math ("now-1d"); nil means time.Now.
 	Now func() time.Time
 }
@@ -152,7 +154,7 @@ func loadCollection(fsys fs.FS, name string) ([]*sources.Doc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %s: %w", name, err)
 	}

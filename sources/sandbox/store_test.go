@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var (
@@ -201,7 +203,7 @@ func oidFromHex(s string) sources.ObjectID {
 
 func TestQueriesCounted(t *testing.T) {
 	ctx := context.Background()
-	m := sources.NewMetrics()
+	m := metrics.NewMetrics()
 	q := m.SourceQueries()
 	s := openTest(t, Options{Queries: q})
 	s.Get(ctx, itemsRes, "x")
@@ -353,7 +355,7 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 	_, err := Load(fstest.MapFS{"desks.json": {Data: []byte(`[{"_id": "a"}, {"_id": }]`)}}, Options{})
-	var se *sources.SyntaxError
+	var se *codec.SyntaxError
 	if !errors.As(err, &se) || se.Offset != 23 {
 		t.Errorf("Load error = %v, want a SyntaxError at offset 23", err)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Dir returns the contract fixture directory, for Run.
@@ -60,7 +61,7 @@ func Fixtures(dir string) (map[string][]*sources.Doc, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sourcestest: %w", err)
 		}
-		v, err := sources.DecodeJSON(data, sources.DecodeOptions{Extended: true})
+		v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
 		if err != nil {
 			return nil, fmt.Errorf("sourcestest: %s.json: %w", c, err)
 		}
@@ -261,7 +262,7 @@ func ids(docs []*sources.Doc) []string {
 // strictly, without Extended JSON.
 func parse(t *testing.T, s string) *sources.Doc {
 	t.Helper()
-	v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true})
+	v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true})
 	if err != nil {
 		t.Fatalf("bad test JSON %s: %v", s, err)
 	}
@@ -405,10 +406,10 @@ func testFindSearch(t *testing.T, s *suite) {
 			}
 			switch {
 			case tc.aggs == "" && res.Aggregations != nil:
-				t.Errorf("aggregations %s, want none", sources.AppendJSON(nil, res.Aggregations))
+				t.Errorf("aggregations %s, want none", codec.AppendJSON(nil, res.Aggregations))
 			case tc.aggs != "":
-				got := string(sources.AppendCanonicalJSON(nil, res.Aggregations))
-				want := string(sources.AppendCanonicalJSON(nil, parse(t, tc.aggs)))
+				got := string(codec.AppendCanonicalJSON(nil, res.Aggregations))
+				want := string(codec.AppendCanonicalJSON(nil, parse(t, tc.aggs)))
 				if got != want {
 					t.Errorf("aggregations\n got %s\nwant %s", got, want)
 				}
@@ -780,7 +781,7 @@ type coverage struct {
 func cover() (coverage, error) {
 	c := coverage{ops: map[string][]string{}, queries: map[string][]string{}, aggs: map[string][]string{}}
 	decode := func(s string) (*sources.Doc, error) {
-		v, err := sources.DecodeJSON([]byte(s), sources.DecodeOptions{Strict: true})
+		v, err := codec.DecodeJSON([]byte(s), codec.DecodeOptions{Strict: true})
 		if err != nil {
 			return nil, err
 		}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -469,7 +470,7 @@ func ErrorBody(status int, typ, reason string, extra *sources.Doc) []byte {
 	for k, v := range extra.All() {
 		e.Set(k, v)
 	}
-	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(status)))
+	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(status)))
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, body []byte, reply Reply) {
@@ -483,7 +484,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 	}
 	var req *sources.Doc
 	if len(bytes.TrimSpace(body)) > 0 {
-		v, err := sources.DecodeJSON(body, sources.DecodeOptions{})
+		v, err := codec.DecodeJSON(body, codec.DecodeOptions{})
 		d, isDoc := v.(*sources.Doc)
 		if err != nil || !isDoc {
 			s.writeError(w, r, 400, "x_content_parse_exception", "[1:1] Unexpected character: was expecting a JSON object", nil)
@@ -569,7 +570,7 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 	if res.Aggregations != nil {
 		resp.Set("aggregations", res.Aggregations)
 	}
-	return sources.AppendJSON(nil, resp)
+	return codec.AppendJSON(nil, resp)
 }
 
 // unmappedSort returns the first sort field without unmapped_type that
@@ -670,7 +671,7 @@ func ShardError(index, reason string) []byte {
 	e := sources.D("root_cause", []any{cause},
 		"type", "search_phase_execution_exception", "reason", "all shards failed", "phase", "query", "grouped", true,
 		"failed_shards", []any{sources.D("shard", int64(0), "index", index, "node", "dKzpvp0QTNqKlPOs8xBOrw", "reason", cause.Clone())})
-	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(400)))
+	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(400)))
 }
 
 // NoMapping is Elasticsearch's answer to a sort on an unmapped field.
@@ -690,7 +691,7 @@ func Rejected() []byte {
 func NoShards() []byte {
 	e := sources.D("root_cause", []any{}, "type", "search_phase_execution_exception", "reason", "all shards failed",
 		"phase", "query", "grouped", true, "failed_shards", []any{})
-	return sources.AppendJSON(nil, sources.D("error", e, "status", int64(503)))
+	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(503)))
 }
 
 // Indexes returns the names of the indexes the fake holds.

@@ -1,4 +1,4 @@
-package server
+package render
 
 import (
 	"strconv"
@@ -71,11 +71,7 @@ func escapeQuery(s string) string {
 	return b.String()
 }
 
-func link(title, href string) *sources.Doc {
-	return sources.NewDoc(sources.Field{Key: "title", Value: title}, sources.Field{Key: "href", Value: href})
-}
-
-var homeLink = link("home", "/")
+var homeLink = sources.Link("home", "/")
 
 // listLinks builds a list envelope's _links: parent, self, next, last and
 // prev, with Eve's rules (self carries the query only when there are
@@ -88,15 +84,15 @@ func listLinks(q *sources.Query, total int) *sources.Doc {
 	}
 	l := sources.NewDoc(
 		sources.Field{Key: "parent", Value: homeLink},
-		sources.Field{Key: "self", Value: link(res.Title, self)},
+		sources.Field{Key: "self", Value: sources.Link(res.Title, self)},
 	)
 	if q.Page*q.MaxResults < total {
 		last := (total + q.MaxResults - 1) / q.MaxResults
-		l.Set("next", link("next page", href(res.Name, querydef(q, q.Page+1))))
-		l.Set("last", link("last page", href(res.Name, querydef(q, last))))
+		l.Set("next", sources.Link("next page", href(res.Name, querydef(q, q.Page+1))))
+		l.Set("last", sources.Link("last page", href(res.Name, querydef(q, last))))
 	}
 	if q.Page > 1 {
-		l.Set("prev", link("previous page", href(res.Name, querydef(q, q.Page-1))))
+		l.Set("prev", sources.Link("previous page", href(res.Name, querydef(q, q.Page-1))))
 	}
 	return l
 }
@@ -108,12 +104,12 @@ func itemLinks(q *sources.Query, id string) *sources.Doc {
 	res := q.Resource
 	self := res.Name + "/" + id
 	l := sources.NewDoc(
-		sources.Field{Key: "self", Value: link(res.ItemTitle, self)},
+		sources.Field{Key: "self", Value: sources.Link(res.ItemTitle, self)},
 		sources.Field{Key: "parent", Value: homeLink},
-		sources.Field{Key: "collection", Value: link(res.Title, href(res.Name, querydef(q, q.Page)))},
+		sources.Field{Key: "collection", Value: sources.Link(res.Title, href(res.Name, querydef(q, q.Page)))},
 	)
 	if q.Page > 1 {
-		l.Set("prev", link("previous page", href(self, querydef(q, q.Page-1))))
+		l.Set("prev", sources.Link("previous page", href(self, querydef(q, q.Page-1))))
 	}
 	return l
 }

@@ -1,4 +1,8 @@
-package sources
+// Package codec reads and writes JSON as document values (sources.Doc,
+// []any, strings, numbers, times, ObjectIDs): field order kept, strict
+// decoding for client input, MongoDB Extended JSON for seed files, and
+// the canonical encoding cache keys hash.
+package codec
 
 import (
 	"errors"
@@ -10,6 +14,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/prodapi/prodapi/sources"
 )
 
 // DecodeOptions control DecodeJSON.
@@ -122,7 +128,7 @@ func (d *decoder) literal(word string) bool {
 
 func (d *decoder) object(depth int) (any, error) {
 	d.pos++ // {
-	doc := &Doc{}
+	doc := &sources.Doc{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
@@ -148,14 +154,10 @@ func (d *decoder) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if doc.Has(key) {
-			if d.opts.Strict {
-				return nil, &SyntaxError{Offset: keyPos, Msg: fmt.Sprintf("duplicate key %q", key)}
-			}
-			doc.Set(key, v)
-		} else {
-			doc.fields = append(doc.fields, Field{Key: key, Value: v})
+		if d.opts.Strict && doc.Has(key) {
+			return nil, &SyntaxError{Offset: keyPos, Msg: fmt.Sprintf("duplicate key %q", key)}
 		}
+		doc.Set(key, v) // a later duplicate replaces the value in place
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.errorf("unexpected end of JSON input")
@@ -364,15 +366,15 @@ func (d *decoder) number() (any, error) {
 
 // extended converts a one-key Extended JSON wrapper; other documents are
 // returned as they are.
-func extended(doc *Doc) (any, error) {
+func extended(doc *sources.Doc) (any, error) {
 	if doc.Len() != 1 {
 		return doc, nil
 	}
-	f := doc.fields[0]
+	f := doc.Fields()[0]
 	s, isString := f.Value.(string)
 	switch f.Key {
 	case "$oid":
-		if id, ok := ParseObjectID(s); ok {
+		if id, ok := sources.ParseObjectID(s); ok {
 			return id, nil
 		}
 		return nil, fmt.Errorf("invalid $oid %q", s)
@@ -403,7 +405,7 @@ func extended(doc *Doc) (any, error) {
 func extendedDate(v any) (any, error) {
 	switch v := v.(type) {
 	case string:
-		for _, layout := range []string{time.RFC3339Nano, DateLayout, "2006-01-02T15:04:05.999999999Z0700"} {
+		for _, layout := range []string{time.RFC3339Nano, sources.DateLayout, "2006-01-02T15:04:05.999999999Z0700"} {
 			if t, err := time.Parse(layout, v); err == nil {
 				return t.UTC(), nil
 			}
@@ -412,7 +414,7 @@ func extendedDate(v any) (any, error) {
 		return time.UnixMilli(v).UTC(), nil
 	case float64:
 		return time.UnixMilli(int64(v)).UTC(), nil
-	case *Doc:
+	case *sources.Doc:
 		if s, ok := v.String("$numberLong"); ok && v.Len() == 1 {
 			if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 				return time.UnixMilli(ms).UTC(), nil
@@ -480,17 +482,17 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return appendFloat(dst, v)
 	case time.Time:
 		dst = append(dst, '"')
-		dst = v.UTC().AppendFormat(dst, DateLayout)
+		dst = v.UTC().AppendFormat(dst, sources.DateLayout)
 		return append(dst, '"')
-	case ObjectID:
+	case sources.ObjectID:
 		dst = append(dst, '"')
 		dst = append(dst, v.Hex()...)
 		return append(dst, '"')
-	case *Doc:
+	case *sources.Doc:
 		if v == nil {
 			return append(dst, "null"...)
 		}
-		return e.object(dst, v.fields, depth)
+		return e.object(dst, v.Fields(), depth)
 	case []any:
 		if len(v) == 0 {
 			return append(dst, "[]"...)
@@ -505,7 +507,7 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		}
 		dst = e.newline(dst, depth)
 		return append(dst, ']')
-	case []*Doc:
+	case []*sources.Doc:
 		a := make([]any, len(v))
 		for i, d := range v {
 			a[i] = d
@@ -518,11 +520,11 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		}
 		return e.value(dst, a, depth)
 	case map[string]any:
-		fields := make([]Field, 0, len(v))
+		fields := make([]sources.Field, 0, len(v))
 		for k, x := range v {
-			fields = append(fields, Field{Key: k, Value: x})
+			fields = append(fields, sources.Field{Key: k, Value: x})
 		}
-		slices.SortFunc(fields, func(a, b Field) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortFunc(fields, func(a, b sources.Field) int { return strings.Compare(a.Key, b.Key) })
 		return e.object(dst, fields, depth)
 	}
 	// Not a document value: a programming error upstream. Render it as a
@@ -530,13 +532,13 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 	return AppendJSONString(dst, fmt.Sprint(v))
 }
 
-func (e *encoder) object(dst []byte, fields []Field, depth int) []byte {
+func (e *encoder) object(dst []byte, fields []sources.Field, depth int) []byte {
 	if len(fields) == 0 {
 		return append(dst, "{}"...)
 	}
-	if e.sorted && !slices.IsSortedFunc(fields, func(a, b Field) int { return strings.Compare(a.Key, b.Key) }) {
+	if e.sorted && !slices.IsSortedFunc(fields, func(a, b sources.Field) int { return strings.Compare(a.Key, b.Key) }) {
 		fields = slices.Clone(fields)
-		slices.SortStableFunc(fields, func(a, b Field) int { return strings.Compare(a.Key, b.Key) })
+		slices.SortStableFunc(fields, func(a, b sources.Field) int { return strings.Compare(a.Key, b.Key) })
 	}
 	dst = append(dst, '{')
 	for i, f := range fields {

@@ -1,4 +1,4 @@
-package server
+package render
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 type fakeReader struct {
@@ -37,7 +38,7 @@ func (f fakeReader) Find(context.Context, *sources.Query) (*sources.Result, erro
 var noEnrich = EnricherFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
 	links := make([]*sources.Doc, len(docs))
 	for i := range docs {
-		links[i] = sources.D("planning", link("Planning", "planning/p1"))
+		links[i] = sources.D("planning", sources.Link("Planning", "planning/p1"))
 	}
 	return links, false, nil
 })
@@ -47,7 +48,7 @@ func res(name string) *sources.Resource {
 	return r
 }
 
-func render(t *testing.T, rd *Renderer, q *sources.Query) (*sources.Representation, string) {
+func render(t *testing.T, rd *Renderer, q *sources.Query) (*Representation, string) {
 	t.Helper()
 	rep, err := rd.Load(context.Background(), q)
 	if err != nil {
@@ -63,7 +64,7 @@ func TestRenderDetail(t *testing.T) {
 		"5d76113ab3af37dea3a2eb9e": sources.D("_id", oid, "name", "PROD", "_updated", updated, "task", sources.D("desk", "d", "stage", "s")),
 		"c1":                       sources.D("_id", "c1", "first_name", "Brett"),
 	}}
-	rd := NewRenderer(store, noEnrich)
+	rd := New(store, noEnrich)
 
 	rep, body := render(t, rd, &sources.Query{Resource: res("desks"), ID: "5d76113ab3af37dea3a2eb9e", Page: 1, MaxResults: 25})
 	want := `{"_id":"5d76113ab3af37dea3a2eb9e","name":"PROD","_updated":"2026-11-20T09:15:00+0000","task":{"desk":"d","stage":"s"},` +
@@ -72,7 +73,7 @@ func TestRenderDetail(t *testing.T) {
 	if body != want {
 		t.Errorf("detail:\n got %s\nwant %s", body, want)
 	}
-	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != etagOf(rep.Body) || rep.Status != 200 {
+	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != ETag(rep.Body) || rep.Status != 200 {
 		t.Errorf("detail metadata: %+v", rep)
 	}
 
@@ -129,7 +130,7 @@ func TestRenderListLinks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &sources.Query{Resource: res("desks"), Page: tc.page, MaxResults: tc.max, Params: tc.params}
-			got := string(sources.AppendJSON(nil, listLinks(q, tc.total)))
+			got := string(codec.AppendJSON(nil, listLinks(q, tc.total)))
 			if got != tc.want {
 				t.Errorf("links:\n got %s\nwant %s", got, tc.want)
 			}
@@ -143,7 +144,7 @@ func TestRenderList(t *testing.T) {
 		sources.D("_id", oid, "name", "Arts", "_updated", "2026-11-20T09:15:00.000Z"),
 		sources.D("_id", "x", "name", "News", "_links", sources.D("self", "stale")),
 	}, Aggregations: sources.D("type", sources.D("buckets", []any{}))}}
-	rep, body := render(t, NewRenderer(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
+	rep, body := render(t, New(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
 		Fields: sources.Projection{Fields: []string{"_updated"}, Exclude: true}})
 	want := `{"_items":[{"_id":"5d76113ab3af37dea3a2eb92","name":"Arts","_links":{"self":{"title":"Item","href":"items/5d76113ab3af37dea3a2eb92"},"planning":{"title":"Planning","href":"planning/p1"}}},` +
 		`{"_id":"x","name":"News","_links":{"self":{"title":"Item","href":"items/x"},"planning":{"title":"Planning","href":"planning/p1"}}}],` +
@@ -159,37 +160,11 @@ func TestRenderList(t *testing.T) {
 	degraded := EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
 		return nil, true, nil
 	})
-	rep, _ = render(t, NewRenderer(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
+	rep, _ = render(t, New(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
 	if !rep.NoStore {
 		t.Error("degraded enrichment not marked NoStore")
 	}
 	if want := "{\n    \"_items\": [\n        {\n            \"_id\": \"5d76113ab3af37dea3a2eb92\""; string(rep.Body[:len(want)]) != want {
 		t.Errorf("pretty body starts %q", rep.Body[:60])
-	}
-}
-
-func TestProject(t *testing.T) {
-	doc := func() *sources.Doc {
-		return sources.D("_id", "a", "headline", "h", "task", sources.D("desk", "d", "stage", "s"),
-			"renditions", []any{sources.D("href", "x", "width", int64(1)), sources.D("href", "y")}, "body_html", "<p>")
-	}
-	for _, tc := range []struct {
-		name string
-		p    sources.Projection
-		want string
-	}{
-		{"none", sources.Projection{}, `{"_id":"a","headline":"h","task":{"desk":"d","stage":"s"},"renditions":[{"href":"x","width":1},{"href":"y"}],"body_html":"<p>"}`},
-		{"include", sources.Projection{Fields: []string{"headline"}}, `{"_id":"a","headline":"h"}`},
-		{"include dotted", sources.Projection{Fields: []string{"task.stage", "renditions.width"}}, `{"_id":"a","task":{"stage":"s"},"renditions":[{"width":1}]}`},
-		{"include whole and dotted", sources.Projection{Fields: []string{"task", "task.stage"}}, `{"_id":"a","task":{"desk":"d","stage":"s"}}`},
-		{"include missing", sources.Projection{Fields: []string{"nope"}}, `{"_id":"a"}`},
-		{"exclude", sources.Projection{Fields: []string{"body_html", "task.desk", "renditions.href"}, Exclude: true},
-			`{"_id":"a","headline":"h","task":{"stage":"s"},"renditions":[{"width":1},{}]}`},
-	} {
-		d := doc()
-		project(d, tc.p)
-		if got := string(sources.AppendJSON(nil, d)); got != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
-		}
 	}
 }

@@ -1,14 +1,20 @@
-package server
+// Package render turns a query into its representation: it reads the
+// backend, has the enricher shape the documents, applies the client's
+// projection, adds Eve's _links and encodes the JSON. The Renderer is the
+// Loader beneath the cache, so a request goes server → cache → render →
+// enrich and sources, and never comes back up: this package imports
+// neither server nor cache.
+package render
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // A Reader is the part of a backend the renderer needs: details and lists.
@@ -34,43 +40,43 @@ func (f EnricherFunc) Enrich(ctx context.Context, res *sources.Resource, docs []
 
 // A Renderer produces the representation of a query: it reads the
 // backend, enriches, projects, adds _links and encodes the JSON. It is
-// the sources.Loader the cache wraps.
+// the Loader the cache wraps.
 type Renderer struct {
 	store  Reader
 	enrich Enricher
 }
 
-// NewRenderer returns a renderer reading store and shaping with enrich.
-func NewRenderer(store Reader, enrich Enricher) *Renderer {
+// New returns a renderer reading store and shaping with enrich.
+func New(store Reader, enrich Enricher) *Renderer {
 	return &Renderer{store: store, enrich: enrich}
 }
 
-var _ sources.Loader = (*Renderer)(nil)
+var _ Loader = (*Renderer)(nil)
 
 // Load renders q. A missing detail is a 404 representation; other
 // failures are errors.
-func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*Representation, error) {
 	if q.IsDetail() {
 		return rd.detail(ctx, q)
 	}
 	return rd.list(ctx, q)
 }
 
-func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representation, error) {
 	res := q.Resource
 	doc, err := rd.store.Get(ctx, res, q.ID)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &sources.Representation{Status: http.StatusNotFound, Total: -1}, nil
+		return &Representation{Status: http.StatusNotFound, Total: -1}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("server: reading %s/%s: %w", res.Name, q.ID, err)
+		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
 	}
 	modified := updated(doc)
 	links, degraded, err := rd.enrich.Enrich(ctx, res, []*sources.Doc{doc}, true)
 	if err != nil {
-		return nil, fmt.Errorf("server: enriching %s/%s: %w", res.Name, q.ID, err)
+		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
-	project(doc, q.Fields)
+	q.Fields.Apply(doc) // _links come after, never projected away
 	if !res.NoLinks {
 		l := itemLinks(q, docID(doc, q.ID))
 		appendLinks(l, links, 0)
@@ -83,11 +89,11 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	return rep, nil
 }
 
-func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation, error) {
 	res := q.Resource
 	result, err := rd.store.Find(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("server: listing %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
 	var modified time.Time
 	for _, d := range result.Docs {
@@ -97,13 +103,13 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	}
 	links, degraded, err := rd.enrich.Enrich(ctx, res, result.Docs, false)
 	if err != nil {
-		return nil, fmt.Errorf("server: enriching %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
-		project(d, q.Fields)
+		q.Fields.Apply(d)
 		if !res.NoLinks {
-			l := sources.NewDoc(sources.Field{Key: "self", Value: link(res.ItemTitle, res.Name+"/"+docID(d, ""))})
+			l := sources.NewDoc(sources.Field{Key: "self", Value: sources.Link(res.ItemTitle, res.Name+"/"+docID(d, ""))})
 			appendLinks(l, links, i)
 			setLast(d, "_links", l)
 		}
@@ -124,14 +130,14 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	return rep, nil
 }
 
-func encode(v any, pretty bool) *sources.Representation {
+func encode(v any, pretty bool) *Representation {
 	var body []byte
 	if pretty {
-		body = sources.AppendJSONIndent(nil, v, "    ")
+		body = codec.AppendJSONIndent(nil, v, "    ")
 	} else {
-		body = sources.AppendJSON(make([]byte, 0, 4096), v)
+		body = codec.AppendJSON(make([]byte, 0, 4096), v)
 	}
-	return &sources.Representation{Status: http.StatusOK, Body: body, ETag: etagOf(body)}
+	return &Representation{Status: http.StatusOK, Body: body, ETag: ETag(body)}
 }
 
 func appendLinks(l *sources.Doc, links []*sources.Doc, i int) {
@@ -169,98 +175,4 @@ func updated(d *sources.Doc) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// project applies a client projection: an inclusive one keeps _id and the
-// named fields (dotted names reach into sub-documents and arrays of them);
-// an exclusive one drops the named fields. _links are added afterwards
-// and are never projected away.
-func project(d *sources.Doc, p sources.Projection) {
-	if p.IsZero() {
-		return
-	}
-	if p.Exclude {
-		for _, f := range p.Fields {
-			dropPath(d, f)
-		}
-		return
-	}
-	keep := map[string][]string{} // top-level field → sub-paths (nil: whole field)
-	for _, f := range p.Fields {
-		head, rest, dotted := strings.Cut(f, ".")
-		if !dotted {
-			keep[head] = nil
-			continue
-		}
-		if sub, ok := keep[head]; !ok || sub != nil {
-			keep[head] = append(sub, rest)
-		}
-	}
-	keep["_id"] = nil
-	for _, key := range d.Keys() {
-		sub, ok := keep[key]
-		switch {
-		case !ok:
-			d.Delete(key)
-		case sub != nil:
-			v, _ := d.Get(key)
-			if kept, any := keepPaths(v, sub); any {
-				d.Set(key, kept)
-			} else {
-				d.Delete(key)
-			}
-		}
-	}
-}
-
-// keepPaths projects a value to the given sub-paths, reporting whether
-// anything is left.
-func keepPaths(v any, paths []string) (any, bool) {
-	switch v := v.(type) {
-	case *sources.Doc:
-		c := v.Clone()
-		project(c, sources.Projection{Fields: paths})
-		c.Delete("_id")
-		if inner, ok := v.Get("_id"); ok && containsString(paths, "_id") {
-			c.Set("_id", inner)
-		}
-		return c, c.Len() > 0
-	case []any:
-		out := make([]any, 0, len(v))
-		for _, e := range v {
-			if kept, ok := keepPaths(e, paths); ok {
-				out = append(out, kept)
-			}
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// dropPath removes a dotted field, through sub-documents and arrays.
-func dropPath(v any, path string) {
-	head, rest, dotted := strings.Cut(path, ".")
-	switch v := v.(type) {
-	case *sources.Doc:
-		if !dotted {
-			v.Delete(head)
-			return
-		}
-		if sub, ok := v.Get(head); ok {
-			dropPath(sub, rest)
-		}
-	case []any:
-		for _, e := range v {
-			dropPath(e, path)
-		}
-	}
 }

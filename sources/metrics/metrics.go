@@ -1,4 +1,7 @@
-package sources
+// Package metrics is the registry of counters and gauges the cache, the
+// adapters and the server count into, written in the Prometheus text
+// format at /metrics.
+package metrics
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package sources
+package codec
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/prodapi/prodapi/sources"
 )
 
 func TestDecodeEncodeRoundTrip(t *testing.T) {
@@ -83,9 +85,9 @@ func TestExtendedJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := v.(*Doc)
+	doc := v.(*sources.Doc)
 	id, _ := doc.Get("_id")
-	if oid, ok := id.(ObjectID); !ok || oid.Hex() != "5d76113ab3af37dea3a2eb92" {
+	if oid, ok := id.(sources.ObjectID); !ok || oid.Hex() != "5d76113ab3af37dea3a2eb92" {
 		t.Errorf("_id = %#v", id)
 	}
 	at, _ := doc.Get("at")
@@ -113,7 +115,7 @@ func TestCanonicalAndIndent(t *testing.T) {
 }
 
 func TestDocOperations(t *testing.T) {
-	d := D("a", int64(1), "b", D("c", "x"), "e", nil)
+	d := sources.D("a", int64(1), "b", sources.D("c", "x"), "e", nil)
 	d.Set("a", int64(2))
 	d.Set("f", true)
 	if !d.Delete("e") || d.Delete("missing") {
