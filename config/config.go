@@ -75,6 +75,11 @@ type Config struct {
 
 	Cache Cache
 
+	// AdminAddr is the operator listener's address (POST /purge); empty:
+	// none. AdminSecret is the bearer secret it requires.
+	AdminAddr   string // PRODAPI_ADMIN_ADDR
+	AdminSecret Secret // PRODAPI_ADMIN_SECRET
+
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
 	ReadHeaderTimeout time.Duration // PRODAPI_READ_HEADER_TIMEOUT
 	ReadTimeout       time.Duration // PRODAPI_READ_TIMEOUT
@@ -209,6 +214,9 @@ func LoadFrom(e Env) (Config, error) {
 			EndpointURL:     getenv("OBJSTORE_ENDPOINT_URL"),
 			URLLifetime:     p.duration("PRODAPI_ASSET_URL_LIFETIME", defaultURLLifetime),
 		},
+
+		AdminAddr:   getenv("PRODAPI_ADMIN_ADDR"),
+		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
 
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
 		ReadHeaderTimeout: p.duration("PRODAPI_READ_HEADER_TIMEOUT", defaultReadHeaderTimeout),

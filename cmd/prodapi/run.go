@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/admin"
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
@@ -33,6 +34,8 @@ type env struct {
 	// ready, when set, receives the bound address once the server
 	// listens (tests listen on 127.0.0.1:0).
 	ready func(addr string)
+	// adminReady, when set, receives the operator listener's address.
+	adminReady func(addr string)
 }
 
 func run(ctx context.Context, e env) error {
@@ -175,6 +178,33 @@ func serve(ctx context.Context, e env, args []string) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	var ahs *http.Server
+	adminServed := make(chan error, 1)
+	if cfg.AdminAddr != "" {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening for the admin listener (PRODAPI_ADMIN_ADDR): %w", err)
+		}
+		ahs = &http.Server{
+			Handler: admin.Handler(c, string(cfg.AdminSecret), admin.Options{
+				Partial: func(err error) bool { return errors.Is(err, cache.ErrNotPropagated) },
+				Logger:  logger,
+			}),
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       cfg.ReadTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
+		logger.Info("admin listener", "addr", aln.Addr().String())
+		if e.adminReady != nil {
+			e.adminReady(aln.Addr().String())
+		}
+		// Ends when Shutdown closes the listener.
+		go func() { adminServed <- ahs.Serve(aln) }()
+	}
 	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
 	if cfg.Sandbox != "" {
 		greet(e.stdout, cfg, ln.Addr())
@@ -188,6 +218,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
+	case err := <-adminServed:
+		_ = hs.Close()
+		return fmt.Errorf("serving the admin listener: %w", err)
 	case <-ctx.Done():
 	}
 
@@ -200,6 +233,14 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
+	}
+	if ahs != nil {
+		if err := ahs.Shutdown(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("draining admin requests: %w", err))
+		}
+		if err := <-adminServed; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
 	}
 	if err := c.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
