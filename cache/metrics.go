@@ -31,6 +31,8 @@ type series struct {
 	fencedFills           *metrics.Counter
 	subscribed            *metrics.Gauge
 	resubscribes          *metrics.Counter
+	changes               *metrics.Counter // op
+	changeLag             *metrics.Gauge
 }
 
 func newMetrics(m *metrics.Metrics) *series {
@@ -70,5 +72,10 @@ func newMetrics(m *metrics.Metrics) *series {
 			"1 while the replica is subscribed to the invalidation channel, 0 while it is not."),
 		resubscribes: m.Counter("prodapi_cache_invalidation_subscriptions_total",
 			"Subscriptions to the invalidation channel; each one after a failure emptied the in-process tier, because messages may have been missed."),
+		changes: m.Counter("prodapi_cache_changes_total",
+			"Changes a change feed reported and the cache applied, by operation (insert, update, replace, delete, flush).",
+			"op"),
+		changeLag: m.Gauge("prodapi_cache_change_lag_seconds",
+			"Change-feed lag: from the latest applied change's write (its cluster time) to when the cache applied it."),
 	}
 }

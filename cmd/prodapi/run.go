@@ -149,6 +149,19 @@ func serve(ctx context.Context, e env, args []string) error {
 		Metrics:     registry,
 		Logger:      logger,
 	})
+	if b.feed != nil {
+		// Ends when ctx does or the backends close (after the server).
+		go func() {
+			err := b.feed(ctx, func(ctx context.Context, changes []sources.Change) {
+				if err := c.Apply(ctx, changes); err != nil {
+					logger.Warn("change feed: invalidation incomplete", "changes", len(changes), "error", err)
+				}
+			})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				logger.Error("change feed stopped", "error", err)
+			}
+		}()
+	}
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
