@@ -217,6 +217,7 @@ type fill struct {
 	raw    []byte                 // the uncompressed body, after a load
 	pass   *render.Representation // kindPass: the loader's answer
 	status int                    // fwd-status: the load's status, or the failure's
+	fleet  bool                   // loaded by another replica (one load per fleet)
 }
 
 // Load answers q from the cache, loading it through the wrapped Loader
@@ -263,7 +264,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 			return nil, r.Err
 		}
 		f := r.Val.(*fill)
-		collapsed := !leader && (f.kind == kindLoaded || f.kind == kindPass)
+		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
 		if f.kind == kindPass {
 			rep := *f.pass
 			rep.CacheStatus, rep.Outcome = cacheStatus(kindPass, 0, f.status, collapsed), OutcomeMiss
@@ -325,6 +326,12 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if obsolete != nil && obsolete.isUsable(now) {
 		fallback = obsolete
 	}
+	other, lease := c.fleet(ctx, key)
+	if other != nil {
+		c.keepLocal(key, other, c.now())
+		return &fill{kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
+	}
+	defer c.releaseLease(key, lease)
 	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
@@ -336,13 +343,19 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		}
 		return nil, err
 	}
-	return c.store(ctx, key, fence, rep, fresh), nil
+	return c.storeWith(ctx, key, fence, rep, fresh, lease != ""), nil
 }
 
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
 func (c *Cache) store(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration) *fill {
+	return c.storeWith(ctx, key, f, rep, fresh, false)
+}
+
+// storeWith is store; direct writes the value to Redis before it returns
+// (a lease holder's waiters poll for it) instead of queueing the write.
+func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -362,7 +375,19 @@ func (c *Cache) store(ctx context.Context, key string, f fence, rep *render.Repr
 		c.metrics.fencedFills.Inc()
 		return &fill{kind: kindPass, pass: rep, status: rep.Status}
 	}
-	c.enqueue(writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL)})
+	op := writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL)}
+	if direct {
+		// Through the key's queue, so that it keeps its order with the
+		// key's other writes, but awaited.
+		op.done = make(chan struct{})
+		c.enqueue(op)
+		select {
+		case <-op.done:
+		case <-ctx.Done():
+		}
+	} else {
+		c.enqueue(op)
+	}
 	c.clearFailure(key)
 	return &fill{kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }

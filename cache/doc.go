@@ -158,6 +158,28 @@
 //
 // Without Redis the same index serves the in-process tier alone.
 //
+// Apply takes a change feed's events (sources.Change): for each resource
+// served from the changed collection, Changed with the documents' ids, or
+// PurgeResource for OpFlush; a change to content_types, which shapes
+// every item, purges items.
+//
+// # One load per fleet
+//
+// Replicas sharing Redis that miss the same key send one backend load
+// between them. Before loading, a flight takes the key's lease,
+// prodapi:v1:lease:<key>, with SET NX PX (half the load timeout). The
+// winner loads, writes the value through the key's write queue but waits
+// for it, and releases the lease (a compare-and-delete script, so a
+// lease that lapsed and was taken by another is not touched). The others
+// poll Redis for the value (5ms, doubling to 50ms) and serve it, outcome
+// collapsed, once it is there and current. A lease that goes without a
+// value (the load failed or was not storable, or the holder died and the
+// lease lapsed) is taken by one waiter, which loads. A replica that
+// cannot ask Redis, or whose load timeout ends while it waits, loads
+// without a lease. Background refreshes of stale entries do not take
+// leases: they are one per key and replica, and the stale entry is served
+// meanwhile.
+//
 // # Failure policy
 //
 // Redis is optional at run time. Each call has RedisTimeout (50ms by
@@ -215,6 +237,9 @@
 //	prodapi_cache_fenced_fills_total                 loads not stored: invalidated while they ran
 //	prodapi_cache_invalidation_subscribed            1 subscribed, 0 not
 //	prodapi_cache_invalidation_subscriptions_total   subscriptions (each after a failure empties the tier)
+//	prodapi_cache_changes_total{op}                  change-feed events applied (insert, update, replace, delete, flush)
+//	prodapi_cache_change_lag_seconds                 from the latest change's write to its application
+//	prodapi_cache_fleet_leases_total{result}         won, waited, timeout
 //
 // Asset redirects count under resource "assets" (content is a bypass).
 package cache

@@ -33,6 +33,7 @@ type series struct {
 	resubscribes          *metrics.Counter
 	changes               *metrics.Counter // op
 	changeLag             *metrics.Gauge
+	leases                *metrics.Counter // result
 }
 
 func newMetrics(m *metrics.Metrics) *series {
@@ -77,5 +78,8 @@ func newMetrics(m *metrics.Metrics) *series {
 			"op"),
 		changeLag: m.Gauge("prodapi_cache_change_lag_seconds",
 			"Change-feed lag: from the latest applied change's write (its cluster time) to when the cache applied it."),
+		leases: m.Counter("prodapi_cache_fleet_leases_total",
+			"Fleet load leases on cold keys, by result: won (this replica loaded for the fleet), waited (another replica was loading), timeout (gave up waiting and loaded).",
+			"result"),
 	}
 }
