@@ -52,6 +52,11 @@ type Options struct {
 	// last invalidation; 0 means 24h. Entries are written to Redis for at
 	// most TagTTL, so that no entry outlives a generation it predates.
 	TagTTL time.Duration
+	// SearchLag is how long after a change the lists of a search resource
+	// are invalidated a second time (Apply): the search index shows a
+	// write about a second after the database does. 0 means 2s; negative:
+	// no second invalidation.
+	SearchLag time.Duration
 
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
@@ -93,6 +98,8 @@ type Cache struct {
 	redisTimeout time.Duration
 	loadTimeout  time.Duration
 	tagTTL       time.Duration
+	searchLag    time.Duration
+	after        func(time.Duration) <-chan time.Time // tests: the second invalidation's timer; nil: a real one
 	log          *slog.Logger
 	now          func() time.Time
 	metrics      *series
@@ -150,6 +157,7 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
 		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
 		tagTTL:       cmp.Or(opts.TagTTL, DefaultTagTTL),
+		searchLag:    cmp.Or(opts.SearchLag, 2*time.Second),
 		id:           newReplicaID(),
 		log:          opts.Logger,
 		now:          opts.Now,

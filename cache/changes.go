@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -18,8 +19,9 @@ var shapedBy = map[string][]string{"content_types": {"items"}}
 // Changes to one resource go out as one invalidation.
 func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 	type work struct {
-		ids   []string
-		flush bool
+		ids    []string
+		flush  bool
+		search bool
 	}
 	byRes := map[string]*work{}
 	var order []string
@@ -40,6 +42,7 @@ func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 		c.metrics.changes.Inc(ch.Op)
 		for _, r := range sources.ResourcesOf(ch.Collection) {
 			w := at(r.Name)
+			w.search = r.Search
 			if ch.Op == sources.OpFlush || ch.ID == "" {
 				w.flush = true
 			} else {
@@ -51,8 +54,12 @@ func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 		}
 	}
 	var errs []error
+	var again []string
 	for _, res := range order {
 		w := byRes[res]
+		if w.search {
+			again = append(again, tagList+res)
+		}
 		var err error
 		if w.flush {
 			err = c.PurgeResource(ctx, res)
@@ -61,5 +68,42 @@ func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 		}
 		errs = append(errs, err)
 	}
+	if len(again) > 0 {
+		c.invalidateLater(again)
+	}
 	return errors.Join(errs...)
+}
+
+// invalidateLater invalidates tags once more after Options.SearchLag: a
+// search index shows a write a moment after the database reported it,
+// and a list loaded in between would hold the old version until its TTL.
+func (c *Cache) invalidateLater(tags []string) {
+	if c.searchLag <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshes.Add(1)
+	c.mu.Unlock()
+	// Ends after searchLag, or at once when Close cancels the base.
+	go func() {
+		defer c.refreshes.Done()
+		after := c.after
+		if after == nil {
+			t := time.NewTimer(c.searchLag)
+			defer t.Stop()
+			after = func(time.Duration) <-chan time.Time { return t.C }
+		}
+		select {
+		case <-c.base.Done():
+			return
+		case <-after(c.searchLag):
+		}
+		if err := c.invalidate(c.base, tags); err != nil {
+			c.log.Warn("cache: the second invalidation of search lists failed", "error", err)
+		}
+	}()
 }

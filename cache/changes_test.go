@@ -64,3 +64,28 @@ func TestApplyChanges(t *testing.T) {
 		t.Errorf("flushes counted %d", got)
 	}
 }
+
+// A search index shows a write a moment after the database: a list
+// loaded in between is invalidated once more.
+func TestApplyInvalidatesSearchListsAgain(t *testing.T) {
+	e := newEnv(t, withDocs)
+	ring := make(chan time.Time)
+	e.c.after = func(time.Duration) <-chan time.Time { return ring }
+	ctx := context.Background()
+	items, desks := list(t, "items"), list(t, "desks")
+	e.load(t, items)
+	e.load(t, desks)
+	if err := e.c.Apply(ctx, []sources.Change{{Collection: "archive", ID: "i1", Op: sources.OpUpdate},
+		{Collection: "desks", ID: "d1", Op: sources.OpUpdate}}); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded again before the index caught up...
+	e.load(t, items)
+	e.load(t, desks)
+	// ...and dropped by the second invalidation; desks, not searched, stay.
+	ring <- time.Time{}
+	e.c.refreshes.Wait()
+	if localHas(e.c, items) || !localHas(e.c, desks) {
+		t.Errorf("after the second invalidation: items kept %v, desks kept %v", localHas(e.c, items), localHas(e.c, desks))
+	}
+}

@@ -161,7 +161,10 @@
 // Apply takes a change feed's events (sources.Change): for each resource
 // served from the changed collection, Changed with the documents' ids, or
 // PurgeResource for OpFlush; a change to content_types, which shapes
-// every item, purges items.
+// every item, purges items. The lists of a search resource are
+// invalidated once more after Options.SearchLag (2s): Elasticsearch shows
+// a write about a second after MongoDB reports it, and a list loaded in
+// between would keep the old version until its TTL.
 //
 // # One load per fleet
 //

@@ -119,6 +119,11 @@ type Cache struct {
 
 	LocalBytes int64         // PRODAPI_CACHE_LOCAL_BYTES: in-process tier size; negative turns it off
 	LocalTTL   time.Duration // PRODAPI_CACHE_LOCAL_TTL: in-process tier entry lifetime
+
+	// Invalidated is true when something obsoletes entries as documents
+	// change (a watched sandbox directory, or the purge listener): the
+	// default TTLs are then long, and the TTL is only the safety net.
+	Invalidated bool
 }
 
 // TTL returns the freshness of a resource's list or detail entries.
@@ -152,6 +157,15 @@ const (
 	defaultAssetTTL    = 10 * time.Minute
 	defaultLocalBytes  = 64 << 20
 	defaultLocalTTL    = 2 * time.Second
+
+	// With invalidation in use (Cache.Invalidated) an entry is obsoleted
+	// when its documents change, so freshness only bounds what the feed
+	// cannot see: a write the feed missed while it was down, enrichment
+	// that is not a link. Details an hour; lists ten minutes, since a
+	// search index shows a write a moment after the database reports it
+	// (the cache invalidates search lists a second time for that).
+	invalidatedListTTL   = 10 * time.Minute
+	invalidatedDetailTTL = time.Hour
 
 	defaultShutdownGrace     = 10 * time.Second
 	defaultReadHeaderTimeout = 5 * time.Second
@@ -226,7 +240,7 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
-	c.Cache = p.cache(resources)
+	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)
@@ -269,7 +283,7 @@ func LoadFrom(e Env) (Config, error) {
 	return c, errors.Join(p.errs...)
 }
 
-func (p *parser) cache(resources []string) Cache {
+func (p *parser) cache(resources []string, invalidated bool) Cache {
 	c := Cache{
 		RedisURL:    URL(p.getenv("REDIS_URL")),
 		ResourceTTL: map[string]time.Duration{},
@@ -278,10 +292,14 @@ func (p *parser) cache(resources []string) Cache {
 		AssetTTL:    p.duration("PRODAPI_CACHE_TTL_ASSETS", defaultAssetTTL),
 		LocalBytes:  p.int("PRODAPI_CACHE_LOCAL_BYTES", defaultLocalBytes),
 		LocalTTL:    p.duration("PRODAPI_CACHE_LOCAL_TTL", defaultLocalTTL),
+		Invalidated: invalidated,
 	}
 	if p.getenv("PRODAPI_CACHE_TTL") != "" {
 		all := p.duration("PRODAPI_CACHE_TTL", 0)
 		c.ListTTL, c.DetailTTL = all, all
+	} else if invalidated {
+		c.ListTTL, c.DetailTTL = invalidatedListTTL, invalidatedDetailTTL
+		c.ResourceTTL["desks"], c.ResourceTTL["users"] = invalidatedDetailTTL, invalidatedDetailTTL
 	} else {
 		c.ListTTL, c.DetailTTL = defaultListTTL, defaultDetailTTL
 		c.ResourceTTL["desks"], c.ResourceTTL["users"] = defaultSlowTTL, defaultSlowTTL
