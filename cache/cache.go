@@ -111,6 +111,7 @@ type Cache struct {
 	inval   invalLog
 	id      string // this replica, in the invalidations it publishes
 	sub     subscriber
+	alone   alone // feed leases and tokens without Redis (lease.go)
 
 	// base is cancelled by Close: background refreshes derive from it.
 	base       context.Context

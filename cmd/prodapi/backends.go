@@ -13,6 +13,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
+	"github.com/prodapi/prodapi/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
@@ -34,6 +35,9 @@ type backends struct {
 	// feed, when set, follows the backend's writes and reports them
 	// through apply until ctx ends or the backends close.
 	feed func(ctx context.Context, apply func(context.Context, []sources.Change)) error
+	// stream, when set, is the database's change stream, which one
+	// replica of the fleet watches (package feed).
+	stream feed.Source
 }
 
 // openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
@@ -80,6 +84,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Count
 		{Name: "mongo", Critical: true, Probe: docs.Ping},
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
+	b.stream = docs
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),
 		slog.String("mongo", cfg.MongoURI.String()),

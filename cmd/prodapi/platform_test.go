@@ -32,6 +32,7 @@ func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
 		t.Fatal(err)
 	}
 	mongo := mongotest.Start(t, docs)
+	mongo.EnableChangeStreams() // a replica set, as compose.yaml runs
 	assets, err := fs.Sub(sandbox.SampleFS(), "assets")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestPlatformOutage(t *testing.T) {
 		status, _, body := in.get(t, "/readyz", "")
 		return status, string(body)
 	}
-	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok"}}` {
+	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok","change_feed":"ok"}}` {
 		t.Fatalf("readyz before: %d %s", status, body)
 	}
 	const cached = "/prodapi/v1/desks"

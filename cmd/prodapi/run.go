@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
+	"github.com/prodapi/prodapi/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 )
 
 // env is what run takes from the operating system, so tests can run the
@@ -162,6 +165,31 @@ func serve(ctx context.Context, e env, args []string) error {
 			}
 		}()
 	}
+	checks := b.checks
+	if b.stream != nil {
+		f := feed.New(b.stream, c, c, feed.Options{
+			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
+			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+			Metrics:     registry,
+			Logger:      logger,
+		})
+		// Ends when ctx does, or at once on a server without change
+		// streams.
+		go func() {
+			if err := f.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				logger.Error("change feed stopped", "error", err)
+			}
+		}()
+		checks = append(slices.Clone(checks), server.Check{Name: "change_feed", Probe: func(context.Context) error {
+			switch f.Status() {
+			case feed.StatusUnsupported:
+				return errors.New("the database has no change streams (not a replica set, or FerretDB v1): entries refresh by TTL only")
+			case feed.StatusRetrying:
+				return errors.New("the change stream failed; retrying")
+			}
+			return nil
+		}})
+	}
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
@@ -172,7 +200,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
 			Audience: cfg.Audience},
 		Assets:    assets,
-		Checks:    b.checks,
+		Checks:    checks,
 		Metrics:   registry,
 		Logger:    logger,
 		AccessLog: logs,
