@@ -55,6 +55,14 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 		}
 		c.breaker.done(true)
 		if won {
+			if waited {
+				// The holder may have written its value and released the
+				// lease between our last look and the SET: look again.
+				if got, asked := c.redisGet(ctx, key); asked && got != nil && got.isFresh(c.now()) && c.current(ctx, got) {
+					c.releaseLease(key, token)
+					return got, ""
+				}
+			}
 			c.metrics.leases.Inc("won")
 			return nil, token
 		}
