@@ -183,6 +183,15 @@
 // leases: they are one per key and replica, and the stale entry is served
 // meanwhile.
 //
+// # Change feed leases and tokens
+//
+// Lease, ReleaseLease, Token and SaveToken keep, for package feed, the
+// fleet's watcher lease (prodapi:v1:feed:<name>:lease: SET PX, renewed
+// by its holder with a script that extends only its own) and the resume
+// token (prodapi:v1:feed:<name>:token, kept a week after the last event).
+// Without Redis a replica is alone: it always holds the lease and keeps
+// the token in memory.
+//
 // # Failure policy
 //
 // Redis is optional at run time. Each call has RedisTimeout (50ms by
