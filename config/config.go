@@ -124,6 +124,28 @@ type Cache struct {
 	// change (a watched sandbox directory, or the purge listener): the
 	// default TTLs are then long, and the TTL is only the safety net.
 	Invalidated bool
+	// feedTTL is the freshness when a database change feed turns out to
+	// run (FeedTTL); nil when TTLs were set explicitly.
+	feedTTL map[string]time.Duration
+}
+
+// FeedTTL is the freshness of a resource's entries while a database
+// change feed runs (package feed): as long as with Invalidated, since
+// entries are obsoleted as their documents change. Whether the feed runs
+// is known only once the server answers, so the cache asks per entry.
+// TTLs set explicitly (PRODAPI_CACHE_TTL, PRODAPI_CACHE_TTL_<RESOURCE>)
+// stay as they are.
+func (c Cache) FeedTTL(resource string, detail bool) time.Duration {
+	if c.feedTTL == nil {
+		return c.TTL(resource, detail)
+	}
+	if d, ok := c.feedTTL[resource]; ok {
+		return d
+	}
+	if detail {
+		return invalidatedDetailTTL
+	}
+	return invalidatedListTTL
 }
 
 // TTL returns the freshness of a resource's list or detail entries.
@@ -304,10 +326,16 @@ func (p *parser) cache(resources []string, invalidated bool) Cache {
 		c.ListTTL, c.DetailTTL = defaultListTTL, defaultDetailTTL
 		c.ResourceTTL["desks"], c.ResourceTTL["users"] = defaultSlowTTL, defaultSlowTTL
 	}
+	if p.getenv("PRODAPI_CACHE_TTL") == "" {
+		c.feedTTL = map[string]time.Duration{"desks": invalidatedDetailTTL, "users": invalidatedDetailTTL}
+	}
 	for _, r := range resources {
 		name := perResourcePrefix + strings.ToUpper(r)
 		if p.getenv(name) != "" {
 			c.ResourceTTL[r] = p.duration(name, 0)
+			if c.feedTTL != nil {
+				c.feedTTL[r] = c.ResourceTTL[r]
+			}
 		}
 	}
 	return c

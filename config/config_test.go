@@ -78,7 +78,20 @@ func TestInvalidatedDefaults(t *testing.T) {
 			t.Errorf("%v: an explicit TTL lost to the long default", env)
 		}
 	}
-	c, _ := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_SANDBOX", "sample"))
+	// The platform: long only while a change feed runs, and an explicit
+	// setting still wins.
+	c, _ := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CACHE_TTL_EVENTS", "7s"))
+	if c.Cache.TTL("items", true) != time.Minute || c.Cache.FeedTTL("items", true) != time.Hour ||
+		c.Cache.FeedTTL("items", false) != 10*time.Minute || c.Cache.FeedTTL("users", false) != time.Hour ||
+		c.Cache.FeedTTL("events", true) != 7*time.Second {
+		t.Errorf("feed TTLs: items %s/%s, users %s, events %s", c.Cache.FeedTTL("items", false), c.Cache.FeedTTL("items", true),
+			c.Cache.FeedTTL("users", false), c.Cache.FeedTTL("events", true))
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CACHE_TTL", "30s"))
+	if c.Cache.FeedTTL("items", true) != 30*time.Second {
+		t.Errorf("an explicit TTL lost to the feed's default: %s", c.Cache.FeedTTL("items", true))
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_SANDBOX", "sample"))
 	if c.Cache.Invalidated || c.Cache.TTL("items", true) != time.Minute {
 		t.Error("the embedded sample, which never changes, took the long defaults")
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prodapi/prodapi/admin"
@@ -142,8 +143,19 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// While the database's change feed runs, entries are obsoleted as
+	// their documents change: they may live long (config.Cache.FeedTTL).
+	var running atomic.Pointer[feed.Feed]
+	ttl := func(resource string, detail bool) time.Duration {
+		if f := running.Load(); f != nil {
+			if st := f.Status(); st == feed.StatusWatching || st == feed.StatusFollowing {
+				return cfg.Cache.FeedTTL(resource, detail)
+			}
+		}
+		return cfg.Cache.TTL(resource, detail)
+	}
 	c := cache.New(rdb, renderer, cache.Options{
-		TTL:         cfg.Cache.TTL,
+		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
 		LocalBytes:  cfg.Cache.LocalBytes,
@@ -173,6 +185,7 @@ func serve(ctx context.Context, e env, args []string) error {
 			Metrics:     registry,
 			Logger:      logger,
 		})
+		running.Store(f)
 		// Ends when ctx does, or at once on a server without change
 		// streams.
 		go func() {
