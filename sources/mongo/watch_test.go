@@ -24,7 +24,7 @@ func watch(t *testing.T, e *env, token []byte) (<-chan watched, func() error) {
 	out := make(chan watched, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- e.store.Watch(ctx, []string{"archive", "planning"}, token, func(c sources.Change, tok []byte) error {
+		done <- e.store.Watch(ctx, []string{"archive", "planning", "desks"}, token, func(c sources.Change, tok []byte) error {
 			out <- watched{c, tok}
 			return nil
 		})
@@ -124,5 +124,35 @@ func TestWatchStandalone(t *testing.T) {
 	err := e.store.Watch(context.Background(), []string{"archive"}, nil, func(sources.Change, []byte) error { return nil })
 	if !errors.Is(err, mongosrc.ErrNoChangeStreams) {
 		t.Errorf("a standalone server: %v, want ErrNoChangeStreams", err)
+	}
+}
+
+// The fake's Replace is a write: the document changes and the stream
+// reports it.
+func TestWatchReplace(t *testing.T) {
+	e := newEnv(t, map[string][]*sources.Doc{"desks": {sources.D("_id", "d1", "name", "Sport")}}, mongosrc.Options{})
+	e.srv.EnableChangeStreams()
+	events, _ := watch(t, e, nil)
+	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Replace("desks", sources.D("_id", "d1", "name", "Sports")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Replace("desks", sources.D("_id", "d2", "name", "News")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replace d1", "insert d2"} {
+		if w := next(t, events); w.change.Op+" "+w.change.ID != want || w.change.Collection != "desks" {
+			t.Errorf("event %+v, want %s", w.change, want)
+		}
+	}
+	desks, _ := sources.ResourceByName("desks")
+	d, err := e.store.Get(context.Background(), desks, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, _ := d.String("name"); name != "Sports" {
+		t.Errorf("d1 after Replace: %q", name)
 	}
 }

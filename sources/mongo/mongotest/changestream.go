@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
 )
 
 // Change streams, as a replica set serves them: an aggregate whose first
@@ -199,4 +202,35 @@ func (s *Server) streamReply(id int64, ns string, events []change, pos int64, fi
 		b, _ = bsoncore.AppendDocumentEnd(b, cidx)
 		return bsoncore.AppendDoubleElement(b, "ok", 1)
 	})
+}
+
+// Replace writes doc over the document of coll with the same _id (or
+// appends it) and logs the change ("replace", or "insert" when it is
+// new), as a write on a replica set would.
+func (s *Server) Replace(coll string, doc *sources.Doc) error {
+	raw, err := bsondoc.FromDoc(doc)
+	if err != nil {
+		return fmt.Errorf("mongotest: replace in %s: %w", coll, err)
+	}
+	idv, _ := doc.Get("_id")
+	id, ok := sources.IDString(idv)
+	if !ok {
+		return fmt.Errorf("mongotest: replace in %s: the document's _id is not a string or an ObjectID", coll)
+	}
+	rec := record{raw: raw, doc: doc.Clone()}
+	op := "insert"
+	s.mu.Lock()
+	recs := s.colls[coll]
+	for i, r := range recs {
+		if v, _ := r.doc.Get("_id"); v == idv {
+			recs[i], op = rec, "replace"
+			break
+		}
+	}
+	if op == "insert" {
+		s.colls[coll] = append(recs, rec)
+	}
+	s.mu.Unlock()
+	s.Change(coll, op, id)
+	return nil
 }
