@@ -47,9 +47,20 @@ type Options struct {
 	// LoadTimeout bounds a load, which runs detached from the requests
 	// waiting for it; 0 means 10s.
 	LoadTimeout time.Duration
-	Metrics     *metrics.Metrics // nil: none
-	Logger      *slog.Logger     // nil: discard
-	Now         func() time.Time // nil: time.Now
+
+	// TagTTL is how long a tag's generation key lives in Redis after its
+	// last invalidation; 0 means 24h. Entries are written to Redis for at
+	// most TagTTL, so that no entry outlives a generation it predates.
+	TagTTL time.Duration
+	// SearchLag is how long after a change the lists of a search resource
+	// are invalidated a second time (Apply): the search index shows a
+	// write about a second after the database does. 0 means 2s; negative:
+	// no second invalidation.
+	SearchLag time.Duration
+
+	Metrics *metrics.Metrics // nil: none
+	Logger  *slog.Logger     // nil: discard
+	Now     func() time.Time // nil: time.Now
 }
 
 // Defaults of Options.
@@ -86,6 +97,9 @@ type Cache struct {
 	localTTL     time.Duration
 	redisTimeout time.Duration
 	loadTimeout  time.Duration
+	tagTTL       time.Duration
+	searchLag    time.Duration
+	after        func(time.Duration) <-chan time.Time // tests: the second invalidation's timer; nil: a real one
 	log          *slog.Logger
 	now          func() time.Time
 	metrics      *series
@@ -94,6 +108,10 @@ type Cache struct {
 	breaker breaker
 	group   singleflight.Group
 	gzip    gzipPool
+	inval   invalLog
+	id      string // this replica, in the invalidations it publishes
+	sub     subscriber
+	alone   alone // feed leases and tokens without Redis (lease.go)
 
 	// base is cancelled by Close: background refreshes derive from it.
 	base       context.Context
@@ -139,6 +157,9 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 		localTTL:     cmp.Or(opts.LocalTTL, DefaultLocalTTL),
 		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
 		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
+		tagTTL:       cmp.Or(opts.TagTTL, DefaultTagTTL),
+		searchLag:    cmp.Or(opts.SearchLag, 2*time.Second),
+		id:           newReplicaID(),
 		log:          opts.Logger,
 		now:          opts.Now,
 		metrics:      newMetrics(opts.Metrics),
@@ -174,6 +195,7 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 			// Ends when Close closes the queue.
 			go c.writer(c.queues[i])
 		}
+		c.subscribe()
 	}
 	return c
 }
@@ -204,6 +226,7 @@ type fill struct {
 	raw    []byte                 // the uncompressed body, after a load
 	pass   *render.Representation // kindPass: the loader's answer
 	status int                    // fwd-status: the load's status, or the failure's
+	fleet  bool                   // loaded by another replica (one load per fleet)
 }
 
 // Load answers q from the cache, loading it through the wrapped Loader
@@ -250,7 +273,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 			return nil, r.Err
 		}
 		f := r.Val.(*fill)
-		collapsed := !leader && (f.kind == kindLoaded || f.kind == kindPass)
+		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
 		if f.kind == kindPass {
 			rep := *f.pass
 			rep.CacheStatus, rep.Outcome = cacheStatus(kindPass, 0, f.status, collapsed), OutcomeMiss
@@ -277,7 +300,14 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && now.Before(r.localUntil) {
 		return &fill{kind: kindHit, e: r.e}, nil
 	}
+	seq := c.inval.seqNow()
 	e, asked := c.redisGet(ctx, key)
+	var obsolete *entry
+	if e != nil && !c.current(ctx, e) {
+		// Invalidated since it was stored: not served as fresh or
+		// while a refresh runs, only if the load fails.
+		obsolete, e = e, nil
+	}
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
 		e = r.e
@@ -286,10 +316,10 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if e != nil {
 		switch {
 		case e.isFresh(now):
-			c.keepLocal(key, e, now)
+			c.keepLocalUnless(key, e, now, seq)
 			return &fill{kind: kindHit, e: e}, nil
 		case e.isUsable(now):
-			c.keepLocal(key, e, now)
+			c.keepLocalUnless(key, e, now, seq)
 			// The failure a response reports is one from before it.
 			_, status := c.staleState(key, now)
 			c.refresh(ctx, key, q, fresh)
@@ -302,6 +332,16 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && r.e.isUsable(now) {
 		fallback = r.e
 	}
+	if obsolete != nil && obsolete.isUsable(now) {
+		fallback = obsolete
+	}
+	other, lease := c.fleet(ctx, key)
+	if other != nil {
+		c.keepLocal(key, other, c.now())
+		return &fill{kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
+	}
+	defer c.releaseLease(key, lease)
+	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		now = c.now()
@@ -312,13 +352,19 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		}
 		return nil, err
 	}
-	return c.store(key, rep, fresh), nil
+	return c.storeWith(ctx, key, fence, rep, fresh, lease != ""), nil
 }
 
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
-func (c *Cache) store(key string, rep *render.Representation, fresh time.Duration) *fill {
+func (c *Cache) store(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration) *fill {
+	return c.storeWith(ctx, key, f, rep, fresh, false)
+}
+
+// storeWith is store; direct writes the value to Redis before it returns
+// (a lease holder's waiters poll for it) instead of queueing the write.
+func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -331,8 +377,26 @@ func (c *Cache) store(key string, rep *render.Representation, fresh time.Duratio
 	}
 	now := c.now()
 	e := c.newEntry(rep, now, fresh, stale)
-	c.keepLocal(key, e, now)
-	c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh + stale})
+	if !c.tag(ctx, f, rep, e) {
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	}
+	if !c.keepLocalUnless(key, e, now, f.seq) {
+		c.metrics.fencedFills.Inc()
+		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+	}
+	op := writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL)}
+	if direct {
+		// Through the key's queue, so that it keeps its order with the
+		// key's other writes, but awaited.
+		op.done = make(chan struct{})
+		c.enqueue(op)
+		select {
+		case <-op.done:
+		case <-ctx.Done():
+		}
+	} else {
+		c.enqueue(op)
+	}
 	c.clearFailure(key)
 	return &fill{kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
@@ -341,11 +405,24 @@ func (c *Cache) store(key string, rep *render.Representation, fresh time.Duratio
 // (its whole freshness when there is no Redis to converge with), never
 // past its freshness.
 func (c *Cache) keepLocal(key string, e *entry, now time.Time) {
+	c.local.put(key, e, c.localUntil(e, now))
+}
+
+func (c *Cache) localUntil(e *entry, now time.Time) time.Time {
 	until := e.freshUntil()
 	if local := now.Add(c.localTTL); c.rdb != nil && local.Before(until) {
 		until = local
 	}
-	c.local.put(key, e, until)
+	return until
+}
+
+// keepLocalUnless is keepLocal for an entry just loaded, unless an
+// invalidation of one of its tags arrived since seq; it reports whether
+// the entry is current.
+func (c *Cache) keepLocalUnless(key string, e *entry, now time.Time, seq uint64) bool {
+	return !c.local.putUnless(key, e, c.localUntil(e, now), func() bool {
+		return c.inval.since(seq, e.tags)
+	})
 }
 
 // refresh starts the background refresh of a stale key, unless one is
@@ -380,6 +457,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 		}()
 		ctx, cancel := c.background(ctx)
 		defer cancel()
+		fence := c.beginFill(ctx, q)
 		rep, err := c.callLoader(ctx, q)
 		if err != nil {
 			c.noteFailure(key, fwdStatus(err), c.now())
@@ -388,7 +466,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 			c.log.Warn("cache: background refresh failed", "resource", q.Resource.Name, "error", err)
 			return
 		}
-		c.store(key, rep, fresh)
+		c.store(ctx, key, fence, rep, fresh)
 		c.metrics.refreshes.Inc("ok")
 	}()
 }
@@ -581,6 +659,7 @@ func (c *Cache) Close(ctx context.Context) error {
 		c.closed = true
 		c.mu.Unlock()
 		c.cancelBase()
+		c.stopListening()
 	})
 	if err := waitFor(ctx, &c.refreshes); err != nil {
 		c.stopWrites()

@@ -707,7 +707,7 @@ func TestCorruptValuesAreMisses(t *testing.T) {
 				t.Errorf("corrupt values counted = %d, want 1", got)
 			}
 			// Deleted, then replaced by the reload, in that order.
-			if _, err := decode(Key(q), []byte(mustGet(e, Key(q)))); err != nil {
+			if _, err := decodeTagged(Key(q), []byte(mustGet(e, Key(q)))); err != nil {
 				t.Errorf("value after the reload: %v", err)
 			}
 		})

@@ -192,7 +192,7 @@ func checkStored(t *testing.T, url string, qs []*sources.Query, since time.Time)
 			t.Errorf("GET %s: %v", key, err)
 			continue
 		}
-		e, err := decode(key, v)
+		e, err := decodeTagged(key, v)
 		if err != nil {
 			t.Errorf("%s: %v", key, err)
 			continue

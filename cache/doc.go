@@ -98,6 +98,100 @@
 // (degraded enrichment), partial results and every other status are
 // served once and never stored.
 //
+// # Invalidation
+//
+// Every stored entry knows what it was built from. render.Representation
+// names its documents ("resource/id": a detail's own id and the ids its
+// _links point to; a list's ids on the page and theirs), and the entry
+// carries them as tags, with the key's own:
+//
+//	all              every entry
+//	res:<resource>   every entry of the resource
+//	list:<resource>  every list of the resource (lists only)
+//	doc:<res>/<id>   every entry including the document
+//
+// Changed(resource, ids...) (a change feed: the documents were written)
+// obsoletes the doc tags and list:<resource>, since a write can move any
+// list's membership or order; PurgeDocs, PurgeResource and PurgeAll obsolete
+// doc tags, res:<resource> and all. Asset redirects carry no tags.
+//
+// Redis: each tag has a generation, prodapi:v1:gen:<tag>, a random
+// 63-bit number set by every invalidation (never a counter, so a key that
+// expired or was evicted reads as 0 and cannot come back to a value an
+// old entry recorded), kept TagTTL (24h) after its last invalidation. An
+// entry stores the generation of each of its tags when it was built
+// (a "PDT" prefix before the value; at most 1024 tags, beyond which
+// the entry is served and not stored). A Redis hit reads its tags'
+// generations in one more pipelined round trip (one GET per tag, so a
+// Cluster can route each) and is current only if all of them match. An
+// obsolete entry is never served as fresh or while a refresh runs: the
+// request loads, and the obsolete entry is the stale-if-error fallback.
+// Entries are written for at most TagTTL, so none outlives a generation
+// it predates.
+//
+// In process: the tier indexes its records by tag (the index is charged
+// to the records' sizes, so the byte bound holds) and an invalidation
+// removes exactly the records carrying one of its tags; "all" empties the
+// tier. A hit is one map lookup, as before: no generation check, no
+// Redis. Invalidations reach the other replicas through Redis pub/sub
+// (channel prodapi:v1:invalidations; the message is the sender's replica
+// id, then its tags): each replica applies the others' messages to its
+// own tier. go-redis reconnects a lost subscription; the confirmation
+// that follows a failure empties the tier, because messages may have
+// been missed. A silent subscription is pinged every 5s so that a cut
+// shows. While unsubscribed a replica can serve an in-process entry for
+// at most LocalTTL; Redis hits stay exact.
+//
+// Fills are fenced. Before its load a fill reads the generations of the
+// key's own tags (all, res:, and doc:<id> or list:<resource>) and notes
+// the in-process invalidation sequence; after it, it reads the
+// generations of the tags the load revealed. An invalidation that
+// arrives (locally or by pub/sub) during the load and touches one of the
+// entry's tags keeps the result out of both tiers: it is served to the
+// requests that waited and stored nowhere
+// (prodapi_cache_fenced_fills_total). One that reaches Redis but not yet
+// this replica leaves the key's own tags with generations older than
+// Redis's, so the stored entry is obsolete on its first read; for tags
+// only the load revealed (linked documents), the window is the pub/sub
+// delay. The in-process sequence remembers the last 1024
+// invalidations; a fill that spans more is not stored.
+//
+// Without Redis the same index serves the in-process tier alone.
+//
+// Apply takes a change feed's events (sources.Change): for each resource
+// served from the changed collection, Changed with the documents' ids, or
+// PurgeResource for OpFlush; a change to content_types, which shapes
+// every item, purges items. The lists of a search resource are
+// invalidated once more after Options.SearchLag (2s): Elasticsearch shows
+// a write about a second after MongoDB reports it, and a list loaded in
+// between would keep the old version until its TTL.
+//
+// # One load per fleet
+//
+// Replicas sharing Redis that miss the same key send one backend load
+// between them. Before loading, a flight takes the key's lease,
+// prodapi:v1:lease:<key>, with SET NX PX (half the load timeout). The
+// winner loads, writes the value through the key's write queue but waits
+// for it, and releases the lease (a compare-and-delete script, so a
+// lease that lapsed and was taken by another is not touched). The others
+// poll Redis for the value (5ms, doubling to 50ms) and serve it, outcome
+// collapsed, once it is there and current. A lease that goes without a
+// value (the load failed or was not storable, or the holder died and the
+// lease lapsed) is taken by one waiter, which loads. A replica that
+// cannot ask Redis, or whose load timeout ends while it waits, loads
+// without a lease. Background refreshes of stale entries do not take
+// leases: they are one per key and replica, and the stale entry is served
+// meanwhile.
+//
+// # Change feed leases and tokens
+//
+// Lease, ReleaseLease, Token and SaveToken keep, for package feed, the
+// fleet's watcher lease (prodapi:v1:feed:<name>:lease: SET PX, renewed
+// by its holder with a script that extends only its own) and the resume
+// token (prodapi:v1:feed:<name>:token, kept a week after the last event).
+// Without Redis a replica is alone: it always holds the lease and keeps
+// the token in memory.
+//
 // # Failure policy
 //
 // Redis is optional at run time. Each call has RedisTimeout (50ms by
@@ -150,6 +244,14 @@
 //	prodapi_cache_refreshes_total{result}            ok, error
 //	prodapi_cache_local_bytes, prodapi_cache_local_entries
 //	prodapi_cache_local_evictions_total
+//	prodapi_cache_invalidations_received_total       messages on the channel, own included
+//	prodapi_cache_invalidations_applied_total        invalidations applied to the in-process tier
+//	prodapi_cache_fenced_fills_total                 loads not stored: invalidated while they ran
+//	prodapi_cache_invalidation_subscribed            1 subscribed, 0 not
+//	prodapi_cache_invalidation_subscriptions_total   subscriptions (each after a failure empties the tier)
+//	prodapi_cache_changes_total{op}                  change-feed events applied (insert, update, replace, delete, flush)
+//	prodapi_cache_change_lag_seconds                 from the latest change's write to its application
+//	prodapi_cache_fleet_leases_total{result}         won, waited, timeout
 //
 // Asset redirects count under resource "assets" (content is a bypass).
 package cache

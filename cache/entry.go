@@ -34,6 +34,10 @@ type entry struct {
 	storedAt     time.Time
 	fresh        time.Duration // freshness from storedAt
 	stale        time.Duration // serve-stale window after freshness
+	// tags name what the entry was built from and gens their
+	// generations when it was (tags.go); both nil when untagged.
+	tags []string
+	gens []uint64
 }
 
 func (e *entry) freshUntil() time.Time { return e.storedAt.Add(e.fresh) }

@@ -28,6 +28,10 @@ type local struct {
 	bytes int64
 	n     int
 	order lst.List // of *record, most recently put or re-referenced first
+	// tagged indexes the records by their entries' tags, so that an
+	// invalidation removes exactly the records it obsoletes. Its memory
+	// is charged to the records (entry.tagBytes).
+	tagged map[string]map[*record]struct{}
 
 	bytesGauge *metrics.Gauge
 	entries    *metrics.Gauge
@@ -77,18 +81,39 @@ func (l *local) get(key string, now time.Time) *record {
 // what it must to stay within the bound. An entry larger than the whole
 // tier is not kept (and replaces nothing).
 func (l *local) put(key string, e *entry, localUntil time.Time) {
-	size := e.size() + int64(len(key)) + 100
-	if l.max <= 0 || size > l.max {
-		return
-	}
-	r := &record{key: key, e: e, localUntil: localUntil, size: size}
+	l.putUnless(key, e, localUntil, nil)
+}
+
+// putUnless is put, unless obsolete reports true; it reports whether it
+// did. obsolete runs under the tier's lock, so that no invalidation
+// slips between its answer and the put.
+func (l *local) putUnless(key string, e *entry, localUntil time.Time, obsolete func() bool) bool {
+	size := e.size() + e.tagBytes() + int64(len(key)) + 100
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if obsolete != nil && obsolete() {
+		return true
+	}
+	if l.max <= 0 || size > l.max {
+		return false
+	}
+	r := &record{key: key, e: e, localUntil: localUntil, size: size}
 	if old, ok := l.items.Load(key); ok {
 		l.removeLocked(old.(*record))
 	}
 	r.el = l.order.PushFront(r)
 	l.items.Store(key, r)
+	for _, t := range e.tags {
+		set := l.tagged[t]
+		if set == nil {
+			if l.tagged == nil {
+				l.tagged = map[string]map[*record]struct{}{}
+			}
+			set = map[*record]struct{}{}
+			l.tagged[t] = set
+		}
+		set[r] = struct{}{}
+	}
 	l.n++
 	l.bytes += size
 	for l.bytes > l.max {
@@ -104,13 +129,58 @@ func (l *local) put(key string, e *entry, localUntil time.Time) {
 	}
 	l.bytesGauge.Set(float64(l.bytes))
 	l.entries.Set(float64(l.n))
+	return false
 }
 
 func (l *local) removeLocked(r *record) {
+	for _, t := range r.e.tags {
+		if set := l.tagged[t]; set != nil {
+			delete(set, r)
+			if len(set) == 0 {
+				delete(l.tagged, t)
+			}
+		}
+	}
 	l.order.Remove(r.el)
 	l.items.Delete(r.key)
 	l.n--
 	l.bytes -= r.size
+}
+
+// invalidate removes every record whose entry carries one of tags; the
+// tag "all" empties the tier.
+func (l *local) invalidate(tags []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range tags {
+		if t == tagAll {
+			l.clearLocked()
+			break
+		}
+		for r := range l.tagged[t] {
+			l.removeLocked(r)
+		}
+	}
+	l.bytesGauge.Set(float64(l.bytes))
+	l.entries.Set(float64(l.n))
+}
+
+// clear empties the tier: after a lost subscription, when invalidations
+// may have been missed.
+func (l *local) clear() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clearLocked()
+	l.bytesGauge.Set(float64(l.bytes))
+	l.entries.Set(float64(l.n))
+}
+
+func (l *local) clearLocked() {
+	for el := l.order.Front(); el != nil; {
+		next := el.Next()
+		l.removeLocked(el.Value.(*record))
+		el = next
+	}
 }
 
 // len reports the number of records, for tests.

@@ -25,6 +25,15 @@ type series struct {
 	localBytes     *metrics.Gauge
 	localEntries   *metrics.Gauge
 	localEvictions *metrics.Counter
+
+	invalidationsReceived *metrics.Counter
+	invalidationsApplied  *metrics.Counter
+	fencedFills           *metrics.Counter
+	subscribed            *metrics.Gauge
+	resubscribes          *metrics.Counter
+	changes               *metrics.Counter // op
+	changeLag             *metrics.Gauge
+	leases                *metrics.Counter // result
 }
 
 func newMetrics(m *metrics.Metrics) *series {
@@ -54,5 +63,23 @@ func newMetrics(m *metrics.Metrics) *series {
 			"Entries held by the in-process tier."),
 		localEvictions: m.Counter("prodapi_cache_local_evictions_total",
 			"Entries evicted from the in-process tier to stay within its byte bound."),
+		invalidationsReceived: m.Counter("prodapi_cache_invalidations_received_total",
+			"Invalidation messages received on the Redis channel (this replica's own included)."),
+		invalidationsApplied: m.Counter("prodapi_cache_invalidations_applied_total",
+			"Invalidations applied to this replica's in-process tier (its own and other replicas')."),
+		fencedFills: m.Counter("prodapi_cache_fenced_fills_total",
+			"Loads not stored because one of their documents was invalidated while they ran."),
+		subscribed: m.Gauge("prodapi_cache_invalidation_subscribed",
+			"1 while the replica is subscribed to the invalidation channel, 0 while it is not."),
+		resubscribes: m.Counter("prodapi_cache_invalidation_subscriptions_total",
+			"Subscriptions to the invalidation channel; each one after a failure emptied the in-process tier, because messages may have been missed."),
+		changes: m.Counter("prodapi_cache_changes_total",
+			"Changes a change feed reported and the cache applied, by operation (insert, update, replace, delete, flush).",
+			"op"),
+		changeLag: m.Gauge("prodapi_cache_change_lag_seconds",
+			"Change-feed lag: from the latest applied change's write (its cluster time) to when the cache applied it."),
+		leases: m.Counter("prodapi_cache_fleet_leases_total",
+			"Fleet load leases on cold keys, by result: won (this replica loaded for the fleet), waited (another replica was loading), timeout (gave up waiting and loaded).",
+			"result"),
 	}
 }

@@ -92,7 +92,7 @@ func TestRealRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decode(Key(other), v); err != nil {
+	if _, err := decodeTagged(Key(other), v); err != nil {
 		t.Errorf("value after the reload: %v", err)
 	}
 }

@@ -21,6 +21,14 @@ type writeOp struct {
 	key string
 	val []byte // nil: delete the key
 	ttl time.Duration
+	// done, when set, is closed once the write was made or dropped.
+	done chan struct{}
+}
+
+func (op writeOp) finish() {
+	if op.done != nil {
+		close(op.done)
+	}
 }
 
 // redisGet reads key from Redis under the Redis timeout. ok is false when
@@ -54,7 +62,7 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 		c.log.Debug("cache: redis get failed", "error", err)
 		return nil, false
 	}
-	e, err = decode(key, b)
+	e, err = decodeTagged(key, b)
 	if err != nil {
 		c.metrics.corrupt.Inc()
 		c.log.Warn("cache: dropping a corrupt or foreign value", "key", key)
@@ -69,16 +77,19 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 // queue is full.
 func (c *Cache) enqueue(op writeOp) {
 	if c.rdb == nil {
+		op.finish()
 		return
 	}
 	if c.breaker.isOpen() {
 		c.metrics.writesDropped.Inc("breaker_open")
+		op.finish()
 		return
 	}
 	c.wmu.RLock()
 	defer c.wmu.RUnlock()
 	if c.wclosed {
 		c.metrics.writesDropped.Inc("closed")
+		op.finish()
 		return
 	}
 	q := c.queues[maphash.String(c.seed, op.key)%writers]
@@ -88,6 +99,7 @@ func (c *Cache) enqueue(op writeOp) {
 	default:
 		c.pending.Done()
 		c.metrics.writesDropped.Inc("queue_full")
+		op.finish()
 	}
 }
 
@@ -103,6 +115,7 @@ func (c *Cache) writer(q <-chan writeOp) {
 		default:
 			c.write(op)
 		}
+		op.finish()
 		c.pending.Done()
 	}
 }

@@ -75,6 +75,11 @@ type Config struct {
 
 	Cache Cache
 
+	// AdminAddr is the operator listener's address (POST /purge); empty:
+	// none. AdminSecret is the bearer secret it requires.
+	AdminAddr   string // PRODAPI_ADMIN_ADDR
+	AdminSecret Secret // PRODAPI_ADMIN_SECRET
+
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
 	ReadHeaderTimeout time.Duration // PRODAPI_READ_HEADER_TIMEOUT
 	ReadTimeout       time.Duration // PRODAPI_READ_TIMEOUT
@@ -114,6 +119,33 @@ type Cache struct {
 
 	LocalBytes int64         // PRODAPI_CACHE_LOCAL_BYTES: in-process tier size; negative turns it off
 	LocalTTL   time.Duration // PRODAPI_CACHE_LOCAL_TTL: in-process tier entry lifetime
+
+	// Invalidated is true when something obsoletes entries as documents
+	// change (a watched sandbox directory, or the purge listener): the
+	// default TTLs are then long, and the TTL is only the safety net.
+	Invalidated bool
+	// feedTTL is the freshness when a database change feed turns out to
+	// run (FeedTTL); nil when TTLs were set explicitly.
+	feedTTL map[string]time.Duration
+}
+
+// FeedTTL is the freshness of a resource's entries while a database
+// change feed runs (package feed): as long as with Invalidated, since
+// entries are obsoleted as their documents change. Whether the feed runs
+// is known only once the server answers, so the cache asks per entry.
+// TTLs set explicitly (PRODAPI_CACHE_TTL, PRODAPI_CACHE_TTL_<RESOURCE>)
+// stay as they are.
+func (c Cache) FeedTTL(resource string, detail bool) time.Duration {
+	if c.feedTTL == nil {
+		return c.TTL(resource, detail)
+	}
+	if d, ok := c.feedTTL[resource]; ok {
+		return d
+	}
+	if detail {
+		return invalidatedDetailTTL
+	}
+	return invalidatedListTTL
 }
 
 // TTL returns the freshness of a resource's list or detail entries.
@@ -147,6 +179,15 @@ const (
 	defaultAssetTTL    = 10 * time.Minute
 	defaultLocalBytes  = 64 << 20
 	defaultLocalTTL    = 2 * time.Second
+
+	// With invalidation in use (Cache.Invalidated) an entry is obsoleted
+	// when its documents change, so freshness only bounds what the feed
+	// cannot see: a write the feed missed while it was down, enrichment
+	// that is not a link. Details an hour; lists ten minutes, since a
+	// search index shows a write a moment after the database reports it
+	// (the cache invalidates search lists a second time for that).
+	invalidatedListTTL   = 10 * time.Minute
+	invalidatedDetailTTL = time.Hour
 
 	defaultShutdownGrace     = 10 * time.Second
 	defaultReadHeaderTimeout = 5 * time.Second
@@ -210,6 +251,9 @@ func LoadFrom(e Env) (Config, error) {
 			URLLifetime:     p.duration("PRODAPI_ASSET_URL_LIFETIME", defaultURLLifetime),
 		},
 
+		AdminAddr:   getenv("PRODAPI_ADMIN_ADDR"),
+		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
+
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
 		ReadHeaderTimeout: p.duration("PRODAPI_READ_HEADER_TIMEOUT", defaultReadHeaderTimeout),
 		ReadTimeout:       p.duration("PRODAPI_READ_TIMEOUT", defaultReadTimeout),
@@ -218,7 +262,7 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
-	c.Cache = p.cache(resources)
+	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)
@@ -261,7 +305,7 @@ func LoadFrom(e Env) (Config, error) {
 	return c, errors.Join(p.errs...)
 }
 
-func (p *parser) cache(resources []string) Cache {
+func (p *parser) cache(resources []string, invalidated bool) Cache {
 	c := Cache{
 		RedisURL:    URL(p.getenv("REDIS_URL")),
 		ResourceTTL: map[string]time.Duration{},
@@ -270,18 +314,28 @@ func (p *parser) cache(resources []string) Cache {
 		AssetTTL:    p.duration("PRODAPI_CACHE_TTL_ASSETS", defaultAssetTTL),
 		LocalBytes:  p.int("PRODAPI_CACHE_LOCAL_BYTES", defaultLocalBytes),
 		LocalTTL:    p.duration("PRODAPI_CACHE_LOCAL_TTL", defaultLocalTTL),
+		Invalidated: invalidated,
 	}
 	if p.getenv("PRODAPI_CACHE_TTL") != "" {
 		all := p.duration("PRODAPI_CACHE_TTL", 0)
 		c.ListTTL, c.DetailTTL = all, all
+	} else if invalidated {
+		c.ListTTL, c.DetailTTL = invalidatedListTTL, invalidatedDetailTTL
+		c.ResourceTTL["desks"], c.ResourceTTL["users"] = invalidatedDetailTTL, invalidatedDetailTTL
 	} else {
 		c.ListTTL, c.DetailTTL = defaultListTTL, defaultDetailTTL
 		c.ResourceTTL["desks"], c.ResourceTTL["users"] = defaultSlowTTL, defaultSlowTTL
+	}
+	if p.getenv("PRODAPI_CACHE_TTL") == "" {
+		c.feedTTL = map[string]time.Duration{"desks": invalidatedDetailTTL, "users": invalidatedDetailTTL}
 	}
 	for _, r := range resources {
 		name := perResourcePrefix + strings.ToUpper(r)
 		if p.getenv(name) != "" {
 			c.ResourceTTL[r] = p.duration(name, 0)
+			if c.feedTTL != nil {
+				c.feedTTL[r] = c.ResourceTTL[r]
+			}
 		}
 	}
 	return c

@@ -57,6 +57,46 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// With purge or a watched sandbox, entries are invalidated as documents
+// change: the defaults are long. An explicit TTL still wins.
+func TestInvalidatedDefaults(t *testing.T) {
+	for _, env := range [][]string{
+		{"PRODAPI_ADMIN_ADDR", ":5501", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+		{"PRODAPI_SANDBOX", "/srv/newsroom"},
+	} {
+		c, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, env...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Cache.Invalidated || c.Cache.TTL("items", true) != time.Hour || c.Cache.TTL("items", false) != 10*time.Minute ||
+			c.Cache.TTL("desks", false) != time.Hour {
+			t.Errorf("%v: invalidated %v, items %s/%s, desks %s", env, c.Cache.Invalidated,
+				c.Cache.TTL("items", false), c.Cache.TTL("items", true), c.Cache.TTL("desks", false))
+		}
+		c, _ = Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CACHE_TTL", "30s"}, env...)...))
+		if c.Cache.TTL("items", true) != 30*time.Second {
+			t.Errorf("%v: an explicit TTL lost to the long default", env)
+		}
+	}
+	// The platform: long only while a change feed runs, and an explicit
+	// setting still wins.
+	c, _ := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CACHE_TTL_EVENTS", "7s"))
+	if c.Cache.TTL("items", true) != time.Minute || c.Cache.FeedTTL("items", true) != time.Hour ||
+		c.Cache.FeedTTL("items", false) != 10*time.Minute || c.Cache.FeedTTL("users", false) != time.Hour ||
+		c.Cache.FeedTTL("events", true) != 7*time.Second {
+		t.Errorf("feed TTLs: items %s/%s, users %s, events %s", c.Cache.FeedTTL("items", false), c.Cache.FeedTTL("items", true),
+			c.Cache.FeedTTL("users", false), c.Cache.FeedTTL("events", true))
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CACHE_TTL", "30s"))
+	if c.Cache.FeedTTL("items", true) != 30*time.Second {
+		t.Errorf("an explicit TTL lost to the feed's default: %s", c.Cache.FeedTTL("items", true))
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_SANDBOX", "sample"))
+	if c.Cache.Invalidated || c.Cache.TTL("items", true) != time.Minute {
+		t.Error("the embedded sample, which never changes, took the long defaults")
+	}
+}
+
 func TestOverrides(t *testing.T) {
 	c, err := Load(envOf(
 		"PORT", "8080", "PRODAPI_URL_PREFIX", "/api/", "PRODAPI_URL", "https://news.example/",

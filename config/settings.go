@@ -77,6 +77,8 @@ var settings = []Setting{
 	{Name: "PRODAPI_CACHE_TTL_ASSETS", Help: "freshness of media redirects; must be below PRODAPI_ASSET_URL_LIFETIME", Value: func(c Config) string { return Duration(c.Cache.AssetTTL) }},
 	{Name: "PRODAPI_CACHE_LOCAL_BYTES", Help: "in-process tier size in bytes (negative: off)", Value: func(c Config) string { return strconv.FormatInt(c.Cache.LocalBytes, 10) }},
 	{Name: "PRODAPI_CACHE_LOCAL_TTL", Help: "how long the in-process tier serves an entry before asking Redis again", Value: func(c Config) string { return Duration(c.Cache.LocalTTL) }},
+	{Name: "PRODAPI_ADMIN_ADDR", Help: "operator listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
+	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the operator listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
 	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
 	{Name: "PRODAPI_READ_HEADER_TIMEOUT", Help: "time to read a request's headers", Value: func(c Config) string { return Duration(c.ReadHeaderTimeout) }},
 	{Name: "PRODAPI_READ_TIMEOUT", Help: "time to read a whole request (0: none)", Value: func(c Config) string { return Duration(c.ReadTimeout) }},
@@ -178,6 +180,15 @@ func (p *parser) contradictions(c Config) {
 	if c.WriteTimeout > 0 && c.WriteTimeout <= c.LoadTimeout() {
 		p.errorf("PRODAPI_WRITE_TIMEOUT (%s) must be longer than twice PRODAPI_BACKEND_TIMEOUT (%s), how long a request may wait for its load, or a slow backend would cut connections instead of answering 504",
 			Duration(c.WriteTimeout), Duration(c.BackendTimeout))
+	}
+	if c.AdminAddr != "" && len(c.AdminSecret) < MinSecretLength {
+		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the operator listener needs a strong bearer secret of its own", MinSecretLength)
+	}
+	if c.AdminAddr == "" && c.AdminSecret != "" {
+		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no operator listener to guard")
+	}
+	if c.AdminAddr != "" && c.AdminSecret == c.Secret {
+		p.errorf("PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET: a token signer must not also be an operator")
 	}
 	if c.Sandbox == "" && c.SandboxLatency > 0 {
 		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")

@@ -106,6 +106,14 @@ func TestContradictionsAreRefused(t *testing.T) {
 			"PRODAPI_WRITE_TIMEOUT (30s) must be longer than twice PRODAPI_BACKEND_TIMEOUT (20s)"},
 		{"sandbox latency without a sandbox", []string{"PRODAPI_SANDBOX_LATENCY", "1s"},
 			"PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX"},
+		{"admin listener without a secret", []string{"PRODAPI_ADMIN_ADDR", "127.0.0.1:5501"},
+			"PRODAPI_ADMIN_SECRET is shorter than 32 bytes"},
+		{"admin listener with a short secret", []string{"PRODAPI_ADMIN_ADDR", "127.0.0.1:5501", "PRODAPI_ADMIN_SECRET", "short"},
+			"PRODAPI_ADMIN_SECRET is shorter than 32 bytes"},
+		{"admin secret without a listener", []string{"PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+			"PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR"},
+		{"admin secret equal to the token secret", []string{"PRODAPI_ADMIN_ADDR", ":5501", "PRODAPI_ADMIN_SECRET", secret},
+			"PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET"},
 	} {
 		_, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, tc.env...)...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -126,6 +134,7 @@ func TestContradictionsAreRefused(t *testing.T) {
 		{"PRODAPI_WRITE_TIMEOUT", "0", "PRODAPI_BACKEND_TIMEOUT", "1m"},
 		{"PRODAPI_WRITE_TIMEOUT", "11s", "PRODAPI_BACKEND_TIMEOUT", "5s"},
 		{"PRODAPI_SANDBOX", "sample", "PRODAPI_SANDBOX_LATENCY", "1s"},
+		{"PRODAPI_ADMIN_ADDR", "127.0.0.1:5501", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
 	} {
 		if _, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, env...)...)); err != nil {
 			t.Errorf("%v: %v", env, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
+	"github.com/prodapi/prodapi/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
@@ -31,6 +32,12 @@ type backends struct {
 	checks   []server.Check
 	describe slog.Value
 	closers  []func(context.Context) error
+	// feed, when set, follows the backend's writes and reports them
+	// through apply until ctx ends or the backends close.
+	feed func(ctx context.Context, apply func(context.Context, []sources.Change)) error
+	// stream, when set, is the database's change stream, which one
+	// replica of the fleet watches (package feed).
+	stream feed.Source
 }
 
 // openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
@@ -40,21 +47,7 @@ type backends struct {
 // or Elastic are down and answers 503 until they come back.
 func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
 	if cfg.Sandbox != "" {
-		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries})
-		if err != nil {
-			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
-		}
-		var counts []any
-		for coll, n := range sb.Counts() {
-			counts = append(counts, slog.Int(coll, n))
-		}
-		return &backends{
-			logger:   logger,
-			store:    sb,
-			assets:   sb,
-			checks:   []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}},
-			describe: slog.GroupValue(slog.String("kind", "sandbox"), slog.String("source", cfg.Sandbox), slog.Group("documents", counts...)),
-		}, nil
+		return openSandbox(cfg, queries, logger)
 	}
 
 	b := &backends{logger: logger}
@@ -91,6 +84,7 @@ func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Count
 		{Name: "mongo", Critical: true, Probe: docs.Ping},
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
+	b.stream = docs
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),
 		slog.String("mongo", cfg.MongoURI.String()),
@@ -156,4 +150,42 @@ func (b *backends) close(logger *slog.Logger) {
 		}
 	}
 	b.closers = nil
+}
+
+// openSandbox opens the sample newsroom, or a directory it then watches:
+// a collection file replaced there reloads and reports the documents
+// that changed, as MongoDB's change streams would.
+func openSandbox(cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
+	opts := sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries}
+	type store interface {
+		sources.Store
+		sources.AssetStore
+		Counts() map[string]int
+	}
+	var sb store
+	b := &backends{logger: logger}
+	if cfg.Sandbox == "sample" {
+		s, err := sandbox.Open(cfg.Sandbox, opts)
+		if err != nil {
+			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
+		}
+		sb = s
+	} else {
+		live, err := sandbox.OpenLive(cfg.Sandbox, opts, logger)
+		if err != nil {
+			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
+		}
+		sb = live
+		b.feed = live.Run
+		b.closers = append(b.closers, func(context.Context) error { return live.Close() })
+	}
+	var counts []any
+	for coll, n := range sb.Counts() {
+		counts = append(counts, slog.Int(coll, n))
+	}
+	b.store, b.assets = sb, sb
+	b.checks = []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}}
+	b.describe = slog.GroupValue(slog.String("kind", "sandbox"), slog.String("source", cfg.Sandbox),
+		slog.Bool("watched", b.feed != nil), slog.Group("documents", counts...))
+	return b, nil
 }

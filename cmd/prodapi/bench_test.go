@@ -76,7 +76,7 @@ func BenchmarkServe(b *testing.B) {
 		b.ResetTimer()
 		bare.fire(b, b.N)
 	})
-	for _, name := range []string{"hit-local", "hit-redis", "miss", "stale"} {
+	for _, name := range []string{"hit-local", "hit-local-inval", "hit-redis", "miss", "stale"} {
 		b.Run(name, func(b *testing.B) {
 			benchScenario(b, fixture(b, name))
 		})
@@ -188,6 +188,14 @@ func newFixture(b *testing.B, owner testing.TB, name, tok string) *benchFixture 
 		f.redis = startBenchRedis(b, owner)
 		vars["REDIS_URL"] = f.redis.url()
 		vars["PRODAPI_CACHE_LOCAL_BYTES"] = "-1"
+	case "hit-local-inval":
+		// Invalidation on: Redis (tags, generations, the pub/sub
+		// subscription) and the purge listener; hits still come from the
+		// in-process tier.
+		f.redis = startBenchRedis(b, owner)
+		vars["REDIS_URL"] = f.redis.url()
+		vars["PRODAPI_ADMIN_ADDR"] = "127.0.0.1:0"
+		vars["PRODAPI_ADMIN_SECRET"] = "a-benchmark-admin-secret-of-32-bytes"
 	case "miss":
 		f.outcome = "miss"
 	case "stale":

@@ -44,6 +44,7 @@ func (s *syncBuffer) String() string {
 
 type instance struct {
 	base           string // http://127.0.0.1:port
+	admin          string // the admin listener's http://127.0.0.1:port, when there is one
 	stdout, stderr *syncBuffer
 	stop           func() error // cancels run and returns its error
 }
@@ -62,7 +63,8 @@ func start(t *testing.T, kv ...string) *instance {
 	done := make(chan error, 1)
 	go func() { // ends when ctx is cancelled (or run fails)
 		done <- run(ctx, env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return vars[k] },
-			stdout: in.stdout, stderr: in.stderr, ready: func(a string) { ready <- a }})
+			stdout: in.stdout, stderr: in.stderr, ready: func(a string) { ready <- a },
+			adminReady: func(a string) { in.admin = "http://" + a }})
 	}()
 	select {
 	case addr := <-ready:

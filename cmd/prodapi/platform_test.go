@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
 	"mime"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
 		t.Fatal(err)
 	}
 	mongo := mongotest.Start(t, docs)
+	mongo.EnableChangeStreams() // a replica set, as compose.yaml runs
 	assets, err := fs.Sub(sandbox.SampleFS(), "assets")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,7 @@ func TestPlatformOutage(t *testing.T) {
 		status, _, body := in.get(t, "/readyz", "")
 		return status, string(body)
 	}
-	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok"}}` {
+	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok","change_feed":"ok"}}` {
 		t.Fatalf("readyz before: %d %s", status, body)
 	}
 	const cached = "/prodapi/v1/desks"
@@ -192,3 +195,41 @@ func TestPlatformOutage(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// While the change feed runs, entries live long: they are obsoleted as
+// their documents change. A change event from the wire fake shows at once.
+func TestPlatformFeedTTLAndInvalidation(t *testing.T) {
+	in, mongo, _ := platform(t)
+	tok := bearer(t, devSecret, sources.AllScopes...)
+	deadline := time.Now().Add(30 * time.Second)
+	for in.metric(t, "prodapi_feed_leader") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed never led")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const target = "/prodapi/v1/desks"
+	_, h, _ := in.get(t, target, tok)
+	cs := h.Get("Cache-Status")
+	_, ttl, _ := strings.Cut(cs, "ttl=")
+	if n, err := strconv.Atoi(ttl); err != nil || n <= 300 {
+		t.Errorf("desks with the feed running: Cache-Status %q, want a ttl above the 5 min default", cs)
+	}
+	if _, h, _ := in.get(t, target, tok); !strings.Contains(h.Get("Cache-Status"), "; hit") {
+		t.Fatalf("second GET: %q", h.Get("Cache-Status"))
+	}
+	if err := mongo.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	mongo.Change("desks", "update", "some-desk")
+	for {
+		_, h, _ := in.get(t, target, tok)
+		if strings.Contains(h.Get("Cache-Status"), "fwd=miss") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the change never reached the desks list: %q", h.Get("Cache-Status"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

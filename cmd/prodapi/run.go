@@ -9,16 +9,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/prodapi/prodapi/admin"
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
+	"github.com/prodapi/prodapi/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 )
 
 // env is what run takes from the operating system, so tests can run the
@@ -33,6 +38,8 @@ type env struct {
 	// ready, when set, receives the bound address once the server
 	// listens (tests listen on 127.0.0.1:0).
 	ready func(addr string)
+	// adminReady, when set, receives the operator listener's address.
+	adminReady func(addr string)
 }
 
 func run(ctx context.Context, e env) error {
@@ -136,8 +143,19 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// While the database's change feed runs, entries are obsoleted as
+	// their documents change: they may live long (config.Cache.FeedTTL).
+	var running atomic.Pointer[feed.Feed]
+	ttl := func(resource string, detail bool) time.Duration {
+		if f := running.Load(); f != nil {
+			if st := f.Status(); st == feed.StatusWatching || st == feed.StatusFollowing {
+				return cfg.Cache.FeedTTL(resource, detail)
+			}
+		}
+		return cfg.Cache.TTL(resource, detail)
+	}
 	c := cache.New(rdb, renderer, cache.Options{
-		TTL:         cfg.Cache.TTL,
+		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
 		LocalBytes:  cfg.Cache.LocalBytes,
@@ -146,6 +164,45 @@ func serve(ctx context.Context, e env, args []string) error {
 		Metrics:     registry,
 		Logger:      logger,
 	})
+	if b.feed != nil {
+		// Ends when ctx does or the backends close (after the server).
+		go func() {
+			err := b.feed(ctx, func(ctx context.Context, changes []sources.Change) {
+				if err := c.Apply(ctx, changes); err != nil {
+					logger.Warn("change feed: invalidation incomplete", "changes", len(changes), "error", err)
+				}
+			})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				logger.Error("change feed stopped", "error", err)
+			}
+		}()
+	}
+	checks := b.checks
+	if b.stream != nil {
+		f := feed.New(b.stream, c, c, feed.Options{
+			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
+			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+			Metrics:     registry,
+			Logger:      logger,
+		})
+		running.Store(f)
+		// Ends when ctx does, or at once on a server without change
+		// streams.
+		go func() {
+			if err := f.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				logger.Error("change feed stopped", "error", err)
+			}
+		}()
+		checks = append(slices.Clone(checks), server.Check{Name: "change_feed", Probe: func(context.Context) error {
+			switch f.Status() {
+			case feed.StatusUnsupported:
+				return errors.New("the database has no change streams (not a replica set, or FerretDB v1): entries refresh by TTL only")
+			case feed.StatusRetrying:
+				return errors.New("the change stream failed; retrying")
+			}
+			return nil
+		}})
+	}
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
@@ -156,7 +213,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
 			Audience: cfg.Audience},
 		Assets:    assets,
-		Checks:    b.checks,
+		Checks:    checks,
 		Metrics:   registry,
 		Logger:    logger,
 		AccessLog: logs,
@@ -175,6 +232,33 @@ func serve(ctx context.Context, e env, args []string) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	var ahs *http.Server
+	adminServed := make(chan error, 1)
+	if cfg.AdminAddr != "" {
+		aln, err := net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening for the admin listener (PRODAPI_ADMIN_ADDR): %w", err)
+		}
+		ahs = &http.Server{
+			Handler: admin.Handler(c, string(cfg.AdminSecret), admin.Options{
+				Partial: func(err error) bool { return errors.Is(err, cache.ErrNotPropagated) },
+				Logger:  logger,
+			}),
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       cfg.ReadTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
+		logger.Info("admin listener", "addr", aln.Addr().String())
+		if e.adminReady != nil {
+			e.adminReady(aln.Addr().String())
+		}
+		// Ends when Shutdown closes the listener.
+		go func() { adminServed <- ahs.Serve(aln) }()
+	}
 	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
 	if cfg.Sandbox != "" {
 		greet(e.stdout, cfg, ln.Addr())
@@ -188,6 +272,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	select {
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
+	case err := <-adminServed:
+		_ = hs.Close()
+		return fmt.Errorf("serving the admin listener: %w", err)
 	case <-ctx.Done():
 	}
 
@@ -200,6 +287,14 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
+	}
+	if ahs != nil {
+		if err := ahs.Shutdown(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("draining admin requests: %w", err))
+		}
+		if err := <-adminServed; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
 	}
 	if err := c.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))

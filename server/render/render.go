@@ -86,6 +86,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representati
 	rep.Total = -1
 	rep.LastModified = modified
 	rep.NoStore = degraded
+	rep.Docs = linkedDocs(append(make([]string, 0, 4), res.Name+"/"+q.ID), links)
 	return rep, nil
 }
 
@@ -127,7 +128,46 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation
 	rep.Total = result.Total
 	rep.LastModified = modified
 	rep.NoStore = degraded
+	docs := make([]string, 0, 2*len(result.Docs))
+	for _, d := range result.Docs {
+		if id := docID(d, ""); id != "" {
+			docs = append(docs, res.Name+"/"+id)
+		}
+	}
+	rep.Docs = linkedDocs(docs, links)
 	return rep, nil
+}
+
+// linkedDocs appends to docs the "resource/id" hrefs of the enrichment
+// links, which may be single links or lists of them.
+func linkedDocs(docs []string, links []*sources.Doc) []string {
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case *sources.Doc:
+			if h, ok := v.Get("href"); ok {
+				if s, ok := h.(string); ok && s != "" {
+					docs = append(docs, s)
+				}
+				return
+			}
+			for _, f := range v.Fields() {
+				walk(f.Value)
+			}
+		case []*sources.Doc:
+			for _, d := range v {
+				walk(d)
+			}
+		case []any:
+			for _, d := range v {
+				walk(d)
+			}
+		}
+	}
+	for _, l := range links {
+		walk(l)
+	}
+	return docs
 }
 
 func encode(v any, pretty bool) *Representation {

@@ -76,6 +76,9 @@ func TestRenderDetail(t *testing.T) {
 	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != ETag(rep.Body) || rep.Status != 200 {
 		t.Errorf("detail metadata: %+v", rep)
 	}
+	if diff := cmp.Diff([]string{"desks/5d76113ab3af37dea3a2eb9e", "planning/p1"}, rep.Docs); diff != "" {
+		t.Errorf("detail Docs (-want +got):\n%s", diff)
+	}
 
 	// Eve's collection and prev links carry the item request's list parameters.
 	_, body = render(t, rd, &sources.Query{Resource: res("desks"), ID: "5d76113ab3af37dea3a2eb9e", Page: 3, MaxResults: 7,
@@ -155,6 +158,9 @@ func TestRenderList(t *testing.T) {
 	}
 	if rep.Total != 2 || !rep.LastModified.Equal(time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)) {
 		t.Errorf("list metadata: total %d modified %v", rep.Total, rep.LastModified)
+	}
+	if diff := cmp.Diff([]string{"items/5d76113ab3af37dea3a2eb92", "items/x", "planning/p1", "planning/p1"}, rep.Docs); diff != "" {
+		t.Errorf("list Docs (-want +got):\n%s", diff)
 	}
 
 	degraded := EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {

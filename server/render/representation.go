@@ -29,6 +29,12 @@ type Representation struct {
 	// NoStore marks a response that may be served but not cached: an
 	// optional enrichment failed.
 	NoStore bool
+	// Docs names the documents the body was built from, as
+	// "resource/id": a detail's own id and the ids its _links point to; a
+	// list's ids on the page and those their _links point to. A cache
+	// tags its entry with them, so that a change to any of them can
+	// obsolete it.
+	Docs []string
 
 	// Set by a cache:
 	// StoredAt is when the representation was produced; zero when it

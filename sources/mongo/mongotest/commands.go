@@ -30,6 +30,10 @@ const defaultBatch = 101
 type cursor struct {
 	ns   string
 	docs []bsoncore.Document
+	// A change stream cursor (changestream.go): the sequence of the last
+	// event delivered.
+	stream bool
+	pos    int64
 }
 
 func (s *Server) dispatch(name string, req *request, connID int32) bsoncore.Document {
@@ -315,6 +319,13 @@ func (s *Server) getMore(cmd bsoncore.Document) bsoncore.Document {
 	if !ok {
 		return commandError(codeCursorNotFound, "CursorNotFound", fmt.Sprintf("cursor id %d not found", id))
 	}
+	if c.stream {
+		maxTime := time.Second
+		if ms, ok, _ := intArg(cmd, "maxTimeMS"); ok && ms > 0 {
+			maxTime = time.Duration(ms) * time.Millisecond
+		}
+		return s.streamGetMore(id, c, batch, maxTime)
+	}
 	return s.cursorReply(c.ns, c.docs, batch, false, "nextBatch")
 }
 
@@ -377,10 +388,6 @@ func (s *Server) count(cmd bsoncore.Document) bsoncore.Document {
 }
 
 func (s *Server) aggregate(cmd bsoncore.Document) bsoncore.Document {
-	coll, ok := cmd.Lookup("aggregate").StringValueOK()
-	if !ok {
-		return badValue("aggregate on a collection only")
-	}
 	db, _ := cmd.Lookup("$db").StringValueOK()
 	pipeline, ok := cmd.Lookup("pipeline").ArrayOK()
 	if !ok {
@@ -389,6 +396,22 @@ func (s *Server) aggregate(cmd bsoncore.Document) bsoncore.Document {
 	stages, err := pipeline.Values()
 	if err != nil {
 		return badValue("%v", err)
+	}
+	if len(stages) > 0 {
+		if sd, ok := stages[0].DocumentOK(); ok {
+			if v, err := sd.LookupErr("$changeStream"); err == nil {
+				coll, _ := cmd.Lookup("aggregate").StringValueOK() // "" for a database's stream
+				ns := db + "." + coll
+				if coll == "" {
+					ns = db + ".$cmd.aggregate"
+				}
+				return s.changeStream(ns, v)
+			}
+		}
+	}
+	coll, ok := cmd.Lookup("aggregate").StringValueOK()
+	if !ok {
+		return badValue("aggregate on a collection only")
 	}
 	recs := s.snapshot(coll)
 	for _, st := range stages {

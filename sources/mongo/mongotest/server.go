@@ -64,6 +64,7 @@ type Server struct {
 	faults    []*Fault
 	commands  []Command
 	received  chan struct{} // closed and replaced at each command
+	log       changeLog     // change streams (changestream.go)
 	connCount int32
 	replyID   int32
 

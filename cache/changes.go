@@ -1,0 +1,109 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// shapedBy names, per collection that no resource serves, the resources
+// whose documents are shaped from it: an item's shape reads its content
+// type, so a change to content_types obsoletes every item entry.
+var shapedBy = map[string][]string{"content_types": {"items"}}
+
+// Apply invalidates what a change feed reports: for each resource served
+// from a changed collection, the entries including the changed documents
+// and its lists (Changed), or everything of the resource for OpFlush.
+// Changes to one resource go out as one invalidation.
+func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
+	type work struct {
+		ids    []string
+		flush  bool
+		search bool
+	}
+	byRes := map[string]*work{}
+	var order []string
+	at := func(res string) *work {
+		w := byRes[res]
+		if w == nil {
+			w = &work{}
+			byRes[res] = w
+			order = append(order, res)
+		}
+		return w
+	}
+	now := c.now()
+	for _, ch := range changes {
+		if !ch.At.IsZero() {
+			c.metrics.changeLag.Set(now.Sub(ch.At).Seconds())
+		}
+		c.metrics.changes.Inc(ch.Op)
+		for _, r := range sources.ResourcesOf(ch.Collection) {
+			w := at(r.Name)
+			w.search = r.Search
+			if ch.Op == sources.OpFlush || ch.ID == "" {
+				w.flush = true
+			} else {
+				w.ids = append(w.ids, ch.ID)
+			}
+		}
+		for _, name := range shapedBy[ch.Collection] {
+			at(name).flush = true
+		}
+	}
+	var errs []error
+	var again []string
+	for _, res := range order {
+		w := byRes[res]
+		if w.search {
+			again = append(again, tagList+res)
+		}
+		var err error
+		if w.flush {
+			err = c.PurgeResource(ctx, res)
+		} else {
+			err = c.Changed(ctx, res, w.ids...)
+		}
+		errs = append(errs, err)
+	}
+	if len(again) > 0 {
+		c.invalidateLater(again)
+	}
+	return errors.Join(errs...)
+}
+
+// invalidateLater invalidates tags once more after Options.SearchLag: a
+// search index shows a write a moment after the database reported it,
+// and a list loaded in between would hold the old version until its TTL.
+func (c *Cache) invalidateLater(tags []string) {
+	if c.searchLag <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshes.Add(1)
+	c.mu.Unlock()
+	// Ends after searchLag, or at once when Close cancels the base.
+	go func() {
+		defer c.refreshes.Done()
+		after := c.after
+		if after == nil {
+			t := time.NewTimer(c.searchLag)
+			defer t.Stop()
+			after = func(time.Duration) <-chan time.Time { return t.C }
+		}
+		select {
+		case <-c.base.Done():
+			return
+		case <-after(c.searchLag):
+		}
+		if err := c.invalidate(c.base, tags); err != nil {
+			c.log.Warn("cache: the second invalidation of search lists failed", "error", err)
+		}
+	}()
+}

@@ -1,0 +1,91 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+func TestApplyChanges(t *testing.T) {
+	e := newEnv(t, withDocs)
+	ctx := context.Background()
+	i1, i2, items := detail(t, "items", "i1"), detail(t, "items", "i2"), list(t, "items")
+	p1, planning := detail(t, "planning", "p9"), list(t, "planning")
+	all := []*sources.Query{i1, i2, items, p1, planning}
+	load := func() {
+		for _, q := range all {
+			e.load(t, q)
+		}
+	}
+	held := func() (out []bool) {
+		for _, q := range all {
+			out = append(out, localHas(e.c, q))
+		}
+		return out
+	}
+	check := func(what string, want ...bool) {
+		t.Helper()
+		got := held()
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: %s kept = %v, want %v", what, Key(all[i]), got[i], want[i])
+			}
+		}
+	}
+
+	load()
+	// An item corrected in the archive collection: its detail and the
+	// items lists go; other items and other resources stay.
+	e.clock.Advance(3 * time.Second)
+	if err := e.c.Apply(ctx, []sources.Change{{Collection: "archive", ID: "i1", Op: sources.OpUpdate, At: e.clock.Now().Add(-2 * time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("archive i1 updated", false, true, false, true, true)
+	if lag := e.metrics.Gauge("prodapi_cache_change_lag_seconds", "").Value(); lag != 2 {
+		t.Errorf("change lag %v, want 2", lag)
+	}
+
+	load()
+	// A content type changes every item's shape.
+	if err := e.c.Apply(ctx, []sources.Change{{Collection: "content_types", ID: "ct", Op: sources.OpUpdate}}); err != nil {
+		t.Fatal(err)
+	}
+	check("content type updated", false, false, false, true, true)
+
+	load()
+	// A stream that cannot resume flushes its collections' resources.
+	if err := e.c.Apply(ctx, []sources.Change{{Collection: "planning", Op: sources.OpFlush}}); err != nil {
+		t.Fatal(err)
+	}
+	check("planning flushed", true, true, true, false, false)
+	if got := e.metrics.Counter("prodapi_cache_changes_total", "op").Value("flush"); got != 1 {
+		t.Errorf("flushes counted %d", got)
+	}
+}
+
+// A search index shows a write a moment after the database: a list
+// loaded in between is invalidated once more.
+func TestApplyInvalidatesSearchListsAgain(t *testing.T) {
+	e := newEnv(t, withDocs)
+	ring := make(chan time.Time)
+	e.c.after = func(time.Duration) <-chan time.Time { return ring }
+	ctx := context.Background()
+	items, desks := list(t, "items"), list(t, "desks")
+	e.load(t, items)
+	e.load(t, desks)
+	if err := e.c.Apply(ctx, []sources.Change{{Collection: "archive", ID: "i1", Op: sources.OpUpdate},
+		{Collection: "desks", ID: "d1", Op: sources.OpUpdate}}); err != nil {
+		t.Fatal(err)
+	}
+	// Loaded again before the index caught up...
+	e.load(t, items)
+	e.load(t, desks)
+	// ...and dropped by the second invalidation; desks, not searched, stay.
+	ring <- time.Time{}
+	e.c.refreshes.Wait()
+	if localHas(e.c, items) || !localHas(e.c, desks) {
+		t.Errorf("after the second invalidation: items kept %v, desks kept %v", localHas(e.c, items), localHas(e.c, desks))
+	}
+}

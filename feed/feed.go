@@ -1,0 +1,253 @@
+// Package feed runs a change feed for the fleet: exactly one replica
+// watches the database's change stream, under a lease it renews, and
+// applies every change to the cache (which tells the other replicas).
+// The stream's resume token is kept with the lease, so whoever watches
+// next, after a restart or a takeover, continues where the last one
+// stopped.
+//
+//   - A replica that holds the lease renews it every third of its TTL
+//     (5s by default); one that fails to renew stops watching. When the
+//     watcher dies its lease lapses and another replica takes over
+//     within the TTL.
+//   - A stream that cannot resume (its history is lost) flushes every
+//     resource it covers, drops the token and starts again from now.
+//   - A server without change streams (a standalone server, FerretDB v1)
+//     is said once in the log and in Status, and the feed stops: the
+//     TTLs are the only freshness there is.
+//   - Other failures are retried after a pause (1s, doubling to 5s).
+package feed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
+)
+
+// A Source is a change stream (sources/mongo's Store is one).
+type Source interface {
+	Watch(ctx context.Context, collections []string, token []byte, emit func(sources.Change, []byte) error) error
+}
+
+// A Coordinator keeps the fleet's lease and resume token (package cache's
+// Cache is one, on Redis).
+type Coordinator interface {
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+	Token(ctx context.Context, name string) ([]byte, error)
+	SaveToken(ctx context.Context, name string, token []byte) error
+}
+
+// An Applier applies changes (package cache's Cache is one).
+type Applier interface {
+	Apply(ctx context.Context, changes []sources.Change) error
+}
+
+// Options configure a Feed. Unsupported and HistoryLost are required.
+type Options struct {
+	Name        string   // the lease's and token's name; "" means "mongo"
+	Collections []string // nil: sources.Collections
+	LeaseTTL    time.Duration
+	// Unsupported reports an error meaning the server has no change
+	// streams; HistoryLost one meaning the stream cannot resume.
+	Unsupported, HistoryLost func(error) bool
+	Metrics                  *metrics.Metrics // nil: none
+	Logger                   *slog.Logger     // nil: discard
+}
+
+// DefaultLeaseTTL is the lease's lifetime: the longest a dead watcher's
+// replacement waits.
+const DefaultLeaseTTL = 5 * time.Second
+
+// Statuses a Feed reports.
+const (
+	StatusStarting    = "starting"
+	StatusFollowing   = "following"   // another replica watches
+	StatusWatching    = "watching"    // this replica watches
+	StatusRetrying    = "retrying"    // the stream failed; retrying
+	StatusUnsupported = "unsupported" // no change streams: TTLs only
+)
+
+// A Feed is one replica's part in the fleet's change feed.
+type Feed struct {
+	src    Source
+	coord  Coordinator
+	apply  Applier
+	opts   Options
+	holder string
+	log    *slog.Logger
+	leader *metrics.Gauge
+	events *metrics.Counter
+
+	mu     sync.Mutex
+	status string
+}
+
+// New returns a feed; Run runs it.
+func New(src Source, coord Coordinator, apply Applier, opts Options) *Feed {
+	if opts.Name == "" {
+		opts.Name = "mongo"
+	}
+	if opts.Collections == nil {
+		opts.Collections = sources.Collections
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	f := &Feed{src: src, coord: coord, apply: apply, opts: opts, log: opts.Logger, status: StatusStarting}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	f.holder = hex.EncodeToString(b[:])
+	if opts.Metrics != nil {
+		f.leader = opts.Metrics.Gauge("prodapi_feed_leader",
+			"1 while this replica watches the change stream for the fleet, 0 otherwise.")
+		f.events = opts.Metrics.Counter("prodapi_feed_events_total",
+			"Change events this replica read from the change stream and applied.")
+	}
+	return f
+}
+
+// Status is the feed's state, for /readyz.
+func (f *Feed) Status() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status
+}
+
+func (f *Feed) set(status string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = status
+}
+
+// Run takes part in the feed until ctx ends (its error) or the server
+// turns out to have no change streams (nil).
+func (f *Feed) Run(ctx context.Context) error {
+	pause := time.Second
+	for {
+		held, err := f.coord.Lease(ctx, f.opts.Name, f.holder, f.opts.LeaseTTL)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil || !held {
+			if err != nil {
+				f.log.Debug("feed: lease", "error", err)
+			}
+			if f.Status() != StatusRetrying {
+				f.set(StatusFollowing)
+			}
+			f.leader.Set(0)
+			if !sleep(ctx, f.opts.LeaseTTL/3) {
+				return ctx.Err()
+			}
+			continue
+		}
+		f.set(StatusWatching)
+		f.leader.Set(1)
+		began := time.Now()
+		err = f.lead(ctx)
+		if time.Since(began) > 10*time.Second {
+			pause = time.Second // it had been working: not the same outage
+		}
+		f.leader.Set(0)
+		switch {
+		case ctx.Err() != nil:
+			_ = f.coord.ReleaseLease(context.WithoutCancel(ctx), f.opts.Name, f.holder)
+			return ctx.Err()
+		case errors.Is(err, errLeaseLost):
+			f.log.Warn("feed: lost the lease; another replica may watch now")
+			continue
+		case f.opts.Unsupported(err):
+			f.set(StatusUnsupported)
+			_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
+			f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB v1): entries are refreshed by their TTLs only", "error", err)
+			return nil
+		case f.opts.HistoryLost(err):
+			f.log.Warn("feed: the change stream cannot resume; flushing the resources it covers", "error", err)
+			if err := f.flush(ctx); err != nil {
+				f.log.Warn("feed: flush incomplete", "error", err)
+			}
+			if err := f.coord.SaveToken(ctx, f.opts.Name, nil); err != nil {
+				f.log.Warn("feed: dropping the token", "error", err)
+			}
+			continue
+		}
+		f.set(StatusRetrying)
+		f.log.Warn("feed: the change stream failed; retrying", "error", err, "in", pause)
+		_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+var errLeaseLost = errors.New("feed: lease lost")
+
+// lead watches while it holds the lease, renewing it.
+func (f *Feed) lead(ctx context.Context) error {
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Ends with lctx: when the watch returns, or the lease is lost.
+		last := time.Now()
+		for sleep(lctx, f.opts.LeaseTTL/3) {
+			held, err := f.coord.Lease(lctx, f.opts.Name, f.holder, f.opts.LeaseTTL)
+			switch {
+			case err == nil && held:
+				last = time.Now()
+			case err == nil && !held, time.Since(last) > f.opts.LeaseTTL*2/3:
+				cancel(errLeaseLost)
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+	defer cancel(nil)
+	token, err := f.coord.Token(lctx, f.opts.Name)
+	if err != nil {
+		return err
+	}
+	err = f.src.Watch(lctx, f.opts.Collections, token, func(ch sources.Change, tok []byte) error {
+		if err := f.apply.Apply(lctx, []sources.Change{ch}); err != nil {
+			f.log.Warn("feed: invalidation incomplete", "collection", ch.Collection, "error", err)
+		}
+		f.events.Inc()
+		return f.coord.SaveToken(lctx, f.opts.Name, tok)
+	})
+	if errors.Is(context.Cause(lctx), errLeaseLost) {
+		return errLeaseLost
+	}
+	return err
+}
+
+// flush reports every covered collection as changed wholesale.
+func (f *Feed) flush(ctx context.Context) error {
+	changes := make([]sources.Change, len(f.opts.Collections))
+	for i, c := range f.opts.Collections {
+		changes[i] = sources.Change{Collection: c, Op: sources.OpFlush}
+	}
+	return f.apply.Apply(ctx, changes)
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

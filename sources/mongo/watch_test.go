@@ -1,0 +1,158 @@
+package mongo_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
+)
+
+type watched struct {
+	change sources.Change
+	token  []byte
+}
+
+// watch runs Watch in the background, sending what it emits; stop ends it
+// and returns its error.
+func watch(t *testing.T, e *env, token []byte) (<-chan watched, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan watched, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.store.Watch(ctx, []string{"archive", "planning", "desks"}, token, func(c sources.Change, tok []byte) error {
+			out <- watched{c, tok}
+			return nil
+		})
+	}()
+	var err error
+	stopped := false
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			err = <-done
+		}
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return out, stop
+}
+
+func next(t *testing.T, ch <-chan watched) watched {
+	t.Helper()
+	select {
+	case w := <-ch:
+		return w
+	case <-time.After(30 * time.Second):
+		t.Fatal("no change event")
+	}
+	return watched{}
+}
+
+// Through the real driver: events, their resume tokens, and a restart
+// that resumes after the last token it kept.
+func TestWatchResumes(t *testing.T) {
+	e := newEnv(t, nil, mongosrc.Options{})
+	e.srv.EnableChangeStreams()
+	events, stop := watch(t, e, nil)
+	// The stream opens at "now": wait for its first getMore, then write.
+	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Change("archive", "update", "a")
+	e.srv.Change("planning", "delete", "p1")
+	first, second := next(t, events), next(t, events)
+	if first.change.Collection != "archive" || first.change.ID != "a" || first.change.Op != sources.OpUpdate || first.change.At.IsZero() {
+		t.Errorf("first event %+v", first.change)
+	}
+	if second.change.Collection != "planning" || second.change.ID != "p1" || second.change.Op != sources.OpDelete {
+		t.Errorf("second event %+v", second.change)
+	}
+	if len(first.token) == 0 {
+		t.Fatal("no resume token")
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch after cancel: %v", err)
+	}
+
+	// Writes while nobody watched; resuming after the first event
+	// delivers the second again, then those.
+	e.srv.Change("archive", "insert", "b")
+	events, _ = watch(t, e, first.token)
+	for _, want := range []string{"delete p1", "insert b"} {
+		w := next(t, events)
+		if got := w.change.Op + " " + w.change.ID; got != want {
+			t.Errorf("resumed: %s, want %s", got, want)
+		}
+	}
+	// Ids and operation types only: no full documents asked for.
+	for _, c := range e.srv.Named("aggregate") {
+		raw := string(c.Raw)
+		if strings.Contains(raw, "updateLookup") || strings.Contains(raw, "fullDocumentBeforeChange") {
+			t.Errorf("the stream asks for documents: %v", c.Body)
+		}
+		if !strings.Contains(raw, "$project") {
+			t.Errorf("the stream does not project: %v", c.Body)
+		}
+	}
+}
+
+func TestWatchHistoryLost(t *testing.T) {
+	e := newEnv(t, nil, mongosrc.Options{})
+	e.srv.EnableChangeStreams()
+	events, stop := watch(t, e, nil)
+	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Change("archive", "update", "a")
+	w := next(t, events)
+	stop()
+	e.srv.TruncateChanges()
+	err := e.store.Watch(context.Background(), []string{"archive"}, w.token, func(sources.Change, []byte) error { return nil })
+	if !errors.Is(err, mongosrc.ErrHistoryLost) {
+		t.Errorf("resuming before the oplog's start: %v, want ErrHistoryLost", err)
+	}
+}
+
+func TestWatchStandalone(t *testing.T) {
+	e := newEnv(t, nil, mongosrc.Options{})
+	err := e.store.Watch(context.Background(), []string{"archive"}, nil, func(sources.Change, []byte) error { return nil })
+	if !errors.Is(err, mongosrc.ErrNoChangeStreams) {
+		t.Errorf("a standalone server: %v, want ErrNoChangeStreams", err)
+	}
+}
+
+// The fake's Replace is a write: the document changes and the stream
+// reports it.
+func TestWatchReplace(t *testing.T) {
+	e := newEnv(t, map[string][]*sources.Doc{"desks": {sources.D("_id", "d1", "name", "Sport")}}, mongosrc.Options{})
+	e.srv.EnableChangeStreams()
+	events, _ := watch(t, e, nil)
+	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Replace("desks", sources.D("_id", "d1", "name", "Sports")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Replace("desks", sources.D("_id", "d2", "name", "News")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replace d1", "insert d2"} {
+		if w := next(t, events); w.change.Op+" "+w.change.ID != want || w.change.Collection != "desks" {
+			t.Errorf("event %+v, want %s", w.change, want)
+		}
+	}
+	desks, _ := sources.ResourceByName("desks")
+	d, err := e.store.Get(context.Background(), desks, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, _ := d.String("name"); name != "Sports" {
+		t.Errorf("d1 after Replace: %q", name)
+	}
+}

@@ -1,0 +1,193 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+)
+
+// settle is how long a collection file must stay quiet after an event
+// before it is read again: an editor's save is several events (create,
+// writes, rename), and a half-written file would not parse.
+const settle = 50 * time.Millisecond
+
+// A Live store is a sandbox directory that follows its files: when a
+// <collection>.json is written or replaced it reloads the directory and
+// reports the documents that changed, as a change feed would. It answers
+// like a Store, from the newest successful load; a file that does not
+// parse leaves the previous documents in place (and is logged).
+type Live struct {
+	dir  string
+	opts Options
+	cur  atomic.Pointer[Store]
+	w    *fsnotify.Watcher
+	log  *slog.Logger
+}
+
+var (
+	_ sources.Store      = (*Live)(nil)
+	_ sources.AssetStore = (*Live)(nil)
+)
+
+// OpenLive loads dir and starts watching it. Run delivers the changes;
+// Close stops watching.
+func OpenLive(dir string, opts Options, log *slog.Logger) (*Live, error) {
+	s, err := Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: watching %s: %w", dir, err)
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sandbox: watching %s: %w", dir, err)
+	}
+	l := &Live{dir: dir, opts: opts, w: w, log: log}
+	l.cur.Store(s)
+	return l, nil
+}
+
+// Close stops watching; Run returns.
+func (l *Live) Close() error { return l.w.Close() }
+
+// Run watches the directory until ctx ends or Close, calling apply with
+// the changes of each reload (never with none). apply runs on Run's
+// goroutine: a slow apply delays the next reload, never loses it.
+func (l *Live) Run(ctx context.Context, apply func(context.Context, []sources.Change)) error {
+	var timer *time.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-l.w.Events:
+			if !ok {
+				return nil
+			}
+			if !isCollectionFile(ev.Name) || ev.Op == fsnotify.Chmod {
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(settle)
+				fire = timer.C
+			} else {
+				timer.Reset(settle)
+			}
+		case err, ok := <-l.w.Errors:
+			if !ok {
+				return nil
+			}
+			l.log.Warn("sandbox: watch error; reloading everything", "error", err)
+			if timer == nil {
+				timer = time.NewTimer(0)
+				fire = timer.C
+			} else {
+				timer.Reset(0)
+			}
+		case <-fire:
+			timer, fire = nil, nil
+			changes, err := l.Reload()
+			if err != nil {
+				l.log.Warn("sandbox: reload failed; serving the previous documents", "dir", l.dir, "error", err)
+				continue
+			}
+			if len(changes) > 0 {
+				l.log.Info("sandbox: reloaded", "changes", len(changes))
+				apply(ctx, changes)
+			}
+		}
+	}
+}
+
+func isCollectionFile(name string) bool {
+	base := filepath.Base(name)
+	for _, c := range sources.Collections {
+		if base == c+".json" {
+			return true
+		}
+	}
+	return false
+}
+
+// Reload reads the directory again and, when it loads, serves it from
+// now on and returns the documents that changed: inserted, updated
+// (compared by their JSON) or deleted, by collection and _id.
+func (l *Live) Reload() ([]sources.Change, error) {
+	next, err := Load(os.DirFS(l.dir), l.opts)
+	if err != nil {
+		return nil, err
+	}
+	prev := l.cur.Swap(next)
+	return diff(prev, next, time.Now()), nil
+}
+
+// diff lists the documents that differ between two loads.
+func diff(prev, next *Store, at time.Time) []sources.Change {
+	var out []sources.Change
+	for _, c := range sources.Collections {
+		old, cur := prev.ids[c], next.ids[c]
+		for k, d := range cur {
+			id := k.String()
+			o, ok := old[k]
+			switch {
+			case !ok:
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at})
+			case !bytes.Equal(codec.AppendJSON(nil, o), codec.AppendJSON(nil, d)):
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at})
+			}
+		}
+		for k := range old {
+			if _, ok := cur[k]; !ok {
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at})
+			}
+		}
+	}
+	return out
+}
+
+// String is the id as URLs and Change carry it.
+func (k idKey) String() string {
+	if k.isOID {
+		s, _ := sources.IDString(k.oid)
+		return s
+	}
+	return k.str
+}
+
+// Counts reports the documents per collection.
+func (l *Live) Counts() map[string]int { return l.cur.Load().Counts() }
+
+// Get reads a document by id from the newest load.
+func (l *Live) Get(ctx context.Context, res *sources.Resource, id string) (*sources.Doc, error) {
+	return l.cur.Load().Get(ctx, res, id)
+}
+
+// Find answers a list from the newest load.
+func (l *Live) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
+	return l.cur.Load().Find(ctx, q)
+}
+
+// Lookup runs an enrichment lookup on the newest load.
+func (l *Live) Lookup(ctx context.Context, lk sources.Lookup) ([]*sources.Doc, error) {
+	return l.cur.Load().Lookup(ctx, lk)
+}
+
+// Asset reads a media file of the newest load.
+func (l *Live) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
+	return l.cur.Load().Asset(ctx, mediaID)
+}
