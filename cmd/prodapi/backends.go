@@ -13,7 +13,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
-	"github.com/prodapi/prodapi/feed"
+	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"

@@ -31,8 +31,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"cache", append(drivers, mod+"server", mod+"enrich"), []string{render}},
 		{"enrich", append(drivers, "github.com/redis/", mod+"server", mod+"cache"), nil},
 		{"sources", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"config"), nil},
-		{"feed", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
-		{"admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
+		{"cache/feed", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), []string{mod + "cache/feed"}},
+		{"server/admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), []string{mod + "server/admin"}},
 		{"config", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources"), nil},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+tc.pkg).CombinedOutput()

@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prodapi/prodapi/admin"
+	"github.com/prodapi/prodapi/server/admin"
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
-	"github.com/prodapi/prodapi/feed"
+	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"

@@ -10,7 +10,7 @@ import (
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/prodapi/prodapi/cache"
-	"github.com/prodapi/prodapi/feed"
+	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
