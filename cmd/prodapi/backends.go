@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/prodapi/prodapi/cache"
-	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
