@@ -71,7 +71,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	if cfg.Debug {
 		level = slog.LevelDebug
 	}
-	logs := newLogOutput(e.stderr)
+	metrics := sources.NewMetrics()
+	logs := newLogOutput(e.stderr, metrics.Counter("prodapi_log_lines_dropped_total",
+		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	if cfg.AuthEnabled && len(cfg.Secret) < config.MinSecretLength {
@@ -81,7 +83,6 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	metrics := sources.NewMetrics()
 	b, err := openBackends(ctx, cfg, metrics.SourceQueries(), logger)
 	if err != nil {
 		return err
