@@ -205,6 +205,10 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		NotFoundTTL: 5 * time.Second,
 		Metrics:     e.metrics,
 		Now:         e.clock.Now,
+		// Generous: on a busy machine a healthy Redis must not look
+		// like a miss. (miniredis never hangs; a closed one refuses at
+		// once.)
+		RedisTimeout: 5 * time.Second,
 	}
 	for _, o := range opts {
 		o(e)

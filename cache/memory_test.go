@@ -120,10 +120,10 @@ func userPage(seed uint64, n int) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"_id":"%016x%08x","username":"%s.%s%d","display_name":"%s %s","email":"%s@%s.example","sign_off":"%s","_updated":"2024-01-%02dT%02d:%02d:%02d+0000","is_active":%t}`,
+		fmt.Fprintf(&b, `{"_id":"%016x%08x","username":"%s.%s%d","display_name":"%s %s","email":"%s@%s.example","sign_off":"%s","_updated":"2024-01-%02dT%02d:%02d:%02d+0000","is_active":%t,"is_enabled":true,"needs_activation":false,"user_type":"user","role":"5d385f31fe985ec67a0ca583","desk":"5d385f17fe985ec5e1a78b49","invisible_stages":[],"slack_username":null,"private":{},"_etag":"%016x","_links":{"self":{"title":"User","href":"users/%016x"}}}`,
 			r.Uint64(), r.Uint32(), words[r.IntN(len(words))], words[r.IntN(len(words))], r.IntN(1000),
 			words[r.IntN(len(words))], words[r.IntN(len(words))], words[r.IntN(len(words))], words[r.IntN(len(words))],
-			words[r.IntN(len(words))][:2], 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(2) == 0)
+			words[r.IntN(len(words))][:2], 1+r.IntN(28), r.IntN(24), r.IntN(60), r.IntN(60), r.IntN(2) == 0, r.Uint64(), r.Uint64())
 	}
 	b.WriteString(`]}`)
 	return b.Bytes()
@@ -142,7 +142,7 @@ func TestRSSStaysWithinTheBudget(t *testing.T) {
 	be := newBackend()
 	be.setHook(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 		page, _ := strconv.ParseUint(q.Params[0].Value, 10, 64)
-		return representation(userPage(page, 250)), nil
+		return representation(userPage(page, 500)), nil
 	})
 	c := New(nil, be, Options{LocalBytes: budget})
 	defer closeCache(t, c)
@@ -160,7 +160,7 @@ func TestRSSStaysWithinTheBudget(t *testing.T) {
 	peak = max(peak, rss(t))
 	grown := peak - before
 	t.Logf("%d keys of ~%d KiB through a %d MiB tier: RSS %d → peak %d MiB, grew %d MiB (limit %d MiB); tier holds %d entries",
-		keys, len(userPage(0, 250))>>10, budget>>20, before>>20, peak>>20, grown>>20, (3*budget+48<<20)>>20, c.local.len())
+		keys, len(userPage(0, 500))>>10, budget>>20, before>>20, peak>>20, grown>>20, (3*budget+48<<20)>>20, c.local.len())
 	if grown > 3*budget+48<<20 {
 		t.Errorf("RSS grew by %d MiB, over 3× the budget + 48 MiB", grown>>20)
 	}

@@ -87,7 +87,7 @@ func (o *logOutput) run() {
 		case <-t.C:
 		case <-o.wake:
 		case <-o.stop:
-			spare = o.writeOut(spare)
+			o.writeOut(spare)
 			return
 		}
 		spare = o.writeOut(spare)
