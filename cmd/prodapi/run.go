@@ -127,8 +127,11 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	limit := newConnLimiter(cfg.MaxConns, metrics)
+	ln = limit.listener(ln)
 	hs := &http.Server{
 		Handler:           srv.Handler(),
+		ConnState:         limit.connState,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
