@@ -27,7 +27,7 @@ func TestSanitizeRange(t *testing.T) {
 		{"bytes=0-999", "bytes=0-99"},
 		{"bytes=0-0,0-0,0-0", "bytes=0-0"},
 		{"bytes=" + fifty, "bytes=0-0"},
-		{"bytes=" + many, ""}, // over 100 specs: the whole file
+		{"bytes=" + many, ""},          // over 100 specs: the whole file
 		{"bytes=5-9,0-4", "bytes=0-9"}, // adjacent, out of order
 		{"bytes=0-10,5-20,30-40", "bytes=0-20,30-40"},
 		{"bytes=0-1,200-300", "bytes=0-1"}, // the unsatisfiable one dropped

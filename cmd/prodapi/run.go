@@ -128,7 +128,9 @@ func serve(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("listening: %w", err)
 	}
 	limit := newConnLimiter(cfg.MaxConns, metrics)
-	ln = limit.listener(ln)
+	// net/http's own plain-text errors (malformed Host, oversized
+	// headers) leave in the error envelope.
+	ln = limit.listener(server.EnvelopeListener(ln))
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ConnState:         limit.connState,
@@ -136,8 +138,10 @@ func serve(ctx context.Context, e env, args []string) error {
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Read more than our limit, so the handler answers oversized
+		// headers (431) and request lines (414) in the envelope.
+		MaxHeaderBytes: server.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
 	if cfg.Sandbox != "" {
