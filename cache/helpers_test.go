@@ -249,10 +249,12 @@ func (e *env) advance(d time.Duration) {
 	}
 }
 
-// settle waits for background refreshes, then for queued writes.
+// settle waits for background refreshes, then for queued writes, then
+// for the breaker to have judged every read.
 func (e *env) settle() {
 	e.c.refreshes.Wait()
 	e.c.pending.Wait()
+	e.c.calls.Wait()
 }
 
 func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {

@@ -257,6 +257,9 @@ func untilWritten(t *testing.T, e *env, exists func(key string) bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no write reached Redis after it came back (%d tries)", i+1)
 		}
+		// The failed writes may have opened the breaker again: let its
+		// cool-down pass.
+		e.advance(breakerCooldown)
 	}
 }
 
