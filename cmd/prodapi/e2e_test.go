@@ -224,7 +224,9 @@ func TestRefusesToStart(t *testing.T) {
 // Shutdown under load loses no request: in-flight requests (each held up
 // by the sandbox's latency) all complete before run returns.
 func TestGracefulShutdown(t *testing.T) {
-	in := start(t, "PRODAPI_SANDBOX_LATENCY", "300ms", "PRODAPI_AUTH_ENABLED", "false")
+	// A grace far beyond what draining needs: on a busy machine 40
+	// requests under -race can take more than the default 10s.
+	in := start(t, "PRODAPI_SANDBOX_LATENCY", "300ms", "PRODAPI_AUTH_ENABLED", "false", "PRODAPI_SHUTDOWN_GRACE", "2m")
 	const n = 40
 	// Fresh connections: a keep-alive connection the server closes as
 	// idle while a client picks it up is a client-side retry matter, not
