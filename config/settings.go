@@ -84,6 +84,7 @@ var settings = []Setting{
 	{Name: "PRODAPI_READ_TIMEOUT", Help: "time to read a whole request (0: none)", Value: func(c Config) string { return Duration(c.ReadTimeout) }},
 	{Name: "PRODAPI_WRITE_TIMEOUT", Help: "time to write a response (0: none); above twice PRODAPI_BACKEND_TIMEOUT", Value: func(c Config) string { return Duration(c.WriteTimeout) }},
 	{Name: "PRODAPI_IDLE_TIMEOUT", Help: "keep-alive connections close after this long idle", Value: func(c Config) string { return Duration(c.IdleTimeout) }},
+	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
 }
 
 // testPrefixes name variables of ours that configure the test suites, not

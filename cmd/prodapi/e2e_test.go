@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -226,7 +227,9 @@ func TestRefusesToStart(t *testing.T) {
 // Shutdown under load loses no request: in-flight requests (each held up
 // by the sandbox's latency) all complete before run returns.
 func TestGracefulShutdown(t *testing.T) {
-	in := start(t, "PRODAPI_SANDBOX_LATENCY", "300ms", "PRODAPI_AUTH_ENABLED", "false")
+	// A grace far beyond what draining needs: on a busy machine 40
+	// requests under -race can take more than the default 10s.
+	in := start(t, "PRODAPI_SANDBOX_LATENCY", "300ms", "PRODAPI_AUTH_ENABLED", "false", "PRODAPI_SHUTDOWN_GRACE", "2m")
 	const n = 40
 	// Fresh connections: a keep-alive connection the server closes as
 	// idle while a client picks it up is a client-side retry matter, not
@@ -393,8 +396,9 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// Oversized headers are refused by the HTTP server itself (431) before
-// any handler, auth or backend work.
+// Oversized headers are refused (431) before any handler, auth or
+// backend work, and net/http's own refusals (a malformed Host) come in
+// the error envelope too.
 func TestHeaderLimit(t *testing.T) {
 	in := start(t)
 	req, _ := http.NewRequest(http.MethodGet, in.base+"/prodapi/v1/items", nil)
@@ -403,11 +407,28 @@ func TestHeaderLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("70 KiB of headers: %d, want 431", res.StatusCode)
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.HasPrefix(string(b), `{"_status":"ERR","_error":{"code":431,`) {
+		t.Errorf("70 KiB of headers: %d %s, want 431 in the envelope", res.StatusCode, b)
 	}
 	if q := in.sourceQueries(t); q != 0 {
 		t.Errorf("a refused request cost %v backend queries", q)
+	}
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(in.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /prodapi/v1/items HTTP/1.1\r\nHost: a b\r\n\r\n")
+	res, err = http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.HasPrefix(string(b), `{"_status":"ERR","_error":{"code":400,`) {
+		t.Errorf("malformed Host: %d %s, want 400 in the envelope", res.StatusCode, b)
 	}
 }

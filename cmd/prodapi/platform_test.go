@@ -27,7 +27,9 @@ import (
 // media in GridFS) and Elasticsearch, seeded with the sample newsroom, and
 // prodapi on them through the real drivers, exactly as it runs against a
 // platform: no sandbox.
-func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
+// platform starts the service on a Mongo and an Elasticsearch with the
+// sample newsroom; backendTimeout is PRODAPI_BACKEND_TIMEOUT.
+func platform(t *testing.T, backendTimeout string) (*instance, *mongotest.Server, *estest.Server) {
 	t.Helper()
 	docs, err := sourcestest.Fixtures(sampleDir)
 	if err != nil {
@@ -58,7 +60,7 @@ func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
 	}
 	es := estest.New(t, estest.Options{Docs: search})
 	in := start(t, "PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
-		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", "1s")
+		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", backendTimeout)
 	return in, mongo, es
 }
 
@@ -68,7 +70,9 @@ var sampleDir = path.Join("..", "..", "sources", "sandbox", "sample")
 // every kind of request with the same bytes as the sandbox holding the
 // same documents.
 func TestPlatformMatchesSandbox(t *testing.T) {
-	onPlatform, _, _ := platform(t)
+	// Generous: on a busy machine a short timeout degrades enrichment
+	// (links left out), which is not what this test compares.
+	onPlatform, _, _ := platform(t, "1m")
 	onSandbox := start(t)
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	targets := []string{
@@ -128,7 +132,7 @@ func getListAuth(t *testing.T, in *instance, target, auth string) listBody {
 // /readyz says so, and both recover when the backend returns; cached
 // answers keep being served meanwhile.
 func TestPlatformOutage(t *testing.T) {
-	in, mongo, es := platform(t)
+	in, mongo, es := platform(t, "1s")
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	ready := func() (int, string) {
 		status, _, body := in.get(t, "/readyz", "")
@@ -199,7 +203,7 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // While the change feed runs, entries live long: they are obsoleted as
 // their documents change. A change event from the wire fake shows at once.
 func TestPlatformFeedTTLAndInvalidation(t *testing.T) {
-	in, mongo, _ := platform(t)
+	in, mongo, _ := platform(t, "1m")
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	deadline := time.Now().Add(30 * time.Second)
 	for in.metric(t, "prodapi_feed_leader") != 1 {
