@@ -60,7 +60,9 @@ func platform(t *testing.T, backendTimeout string) (*instance, *mongotest.Server
 	}
 	es := estest.New(t, estest.Options{Docs: search})
 	in := start(t, "PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
-		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", backendTimeout)
+		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", backendTimeout,
+		// Longer than twice the backend timeout, as config requires.
+		"PRODAPI_WRITE_TIMEOUT", "5m")
 	return in, mongo, es
 }
 
