@@ -161,11 +161,12 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 	c.breaker.set(closed)
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	if p, ok := rdb.(interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
+		AsyncAutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {
 		// Concurrent hits share round trips; the pipeliner belongs to the
-		// client, which closes it.
-		c.pipe, _ = p.AutoPipeline() // on error, plain GETs
+		// client, which closes it. Its deferred face lets a request wait
+		// for its reply in its own goroutine, bounded by its deadline.
+		c.pipe, _ = p.AsyncAutoPipeline() // on error, plain GETs
 	}
 	if rdb != nil {
 		for i := range c.queues {
@@ -232,6 +233,21 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 		}
 	}
 
+	// Redis is read in the request's own goroutine: a flight, and the
+	// goroutine DoChan starts for it, is only for a load. The read is
+	// detached from the request (bounded by the Redis timeout alone) so
+	// that a client that goes away never counts against the breaker.
+	var pre *redisRead
+	if c.rdb != nil {
+		e, asked := c.redisGet(context.WithoutCancel(ctx), key)
+		now = c.now()
+		if e != nil && e.isFresh(now) {
+			c.keepLocal(key, e, now)
+			return c.represent(res, e, nil, now, kindHit, 0, false), nil
+		}
+		pre = &redisRead{e: e, asked: asked}
+	}
+
 	leader := false // set inside the flight only when this request runs it
 	ch := c.group.DoChan(key, func() (v any, err error) {
 		leader = true
@@ -241,7 +257,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 				v, err = nil, errPanic
 			}
 		}()
-		return c.fill(ctx, key, q, fresh)
+		return c.fill(ctx, key, q, fresh, pre)
 	})
 	select {
 	case r := <-ch:
@@ -267,9 +283,17 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	}
 }
 
-// fill runs inside the flight of key: it looks in both tiers again (an
-// earlier flight may just have filled them), then loads.
-func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration) (*fill, error) {
+// A redisRead is what the leading request's own Redis GET found, so that
+// its flight does not ask again.
+type redisRead struct {
+	e     *entry
+	asked bool
+}
+
+// fill runs inside the flight of key: it looks in the in-process tier
+// again (an earlier flight may just have filled it), and in Redis unless
+// the leading request just did (pre), then loads.
+func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration, pre *redisRead) (*fill, error) {
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
 	now := c.now()
@@ -277,7 +301,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && now.Before(r.localUntil) {
 		return &fill{kind: kindHit, e: r.e}, nil
 	}
-	e, asked := c.redisGet(ctx, key)
+	var e *entry
+	var asked bool
+	if pre != nil {
+		e, asked = pre.e, pre.asked
+	} else {
+		e, asked = c.redisGet(ctx, key)
+	}
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
 		e = r.e

@@ -136,26 +136,17 @@ func (c *Cache) write(op writeOp) {
 // one, so that concurrent hits share round trips, else with a plain GET.
 // The pipeliner runs commands on its own context (a queued command does
 // not see our deadline; its batch is bounded by the connection's
-// read/write timeouts), so the reply is awaited here only as long as ctx
-// allows: a hung Redis costs a request RedisTimeout, never more.
+// read/write timeouts), so the reply is awaited, in the request's own
+// goroutine, only as long as ctx allows: a hung Redis costs a request
+// RedisTimeout, never more. An abandoned GET still completes in its
+// batch; nobody reads it.
 func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 	if c.pipe == nil {
 		return c.rdb.Get(ctx, key).Bytes()
 	}
-	type reply struct {
-		b   []byte
-		err error
+	cmd := redis.NewStringCmd(ctx, "get", key)
+	if err := c.pipe.Submit(ctx, cmd).WaitContext(ctx); err != nil {
+		return nil, err
 	}
-	done := make(chan reply, 1)
-	// Ends when the pipeliner answers: within the connection's timeouts.
-	go func() {
-		b, err := c.pipe.Get(ctx, key).Bytes()
-		done <- reply{b, err}
-	}()
-	select {
-	case r := <-done:
-		return r.b, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return cmd.Bytes()
 }
