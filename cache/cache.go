@@ -209,7 +209,8 @@ type fill struct {
 
 // Load answers q from the cache, loading it through the wrapped Loader
 // when no usable entry exists. Representations it returns share their
-// byte slices with the cache: read them, never modify them. A load or a
+// byte slices with the cache, and a hit's may be shared by other hits:
+// read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
 func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
 	if q == nil || q.Resource == nil {
@@ -224,7 +225,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	now := c.now()
 	if r := c.local.get(key, now); r != nil {
 		if now.Before(r.localUntil) {
-			return c.represent(res, r.e, nil, now, kindHit, 0, false), nil
+			return c.localHit(res, r, now), nil
 		}
 		if refreshing, status := c.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
@@ -528,6 +529,19 @@ func fwdStatus(err error) int {
 	default:
 		return 500
 	}
+}
+
+// localHit is represent for a hit on the in-process tier, memoised on
+// the record for as long as its Cache-Status stays the same (a second).
+func (c *Cache) localHit(res string, r *record, now time.Time) *render.Representation {
+	ttl := r.e.ttl(now)
+	if m := r.hit.Load(); m != nil && m.ttl == ttl {
+		c.metrics.requests.Inc(res, OutcomeHit)
+		return m.rep
+	}
+	rep := c.represent(res, r.e, nil, now, kindHit, 0, false)
+	r.hit.Store(&hitMemo{ttl: ttl, rep: rep})
+	return rep
 }
 
 // represent builds the Representation of e for one request, and counts

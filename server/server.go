@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -66,6 +67,7 @@ type Server struct {
 
 	home, homeETag []byte
 	ids            *requestIDs
+	infos          sync.Pool // *requestInfo
 	access         *accessLogger
 	headers        *headerMemo
 	requests       *metrics.Counter
