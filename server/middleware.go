@@ -18,6 +18,10 @@ import (
 
 const slogLevelWarn = slog.LevelWarn
 
+// outcomeHit is the cache outcome of a fresh hit (cache.OutcomeHit), the
+// one PRODAPI_ACCESS_LOG_HITS samples.
+const outcomeHit = "hit"
+
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
 // requestInfo is what the access log reports about a request; the
@@ -169,6 +173,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		s.requests.Inc(route, statusLabel(status))
+		if info.outcome == outcomeHit && !s.access.hits.pick() {
+			return
+		}
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelError

@@ -40,7 +40,11 @@ type Options struct {
 	// request, in log/slog's JSONHandler format, one Write each. Unset,
 	// access lines go through Logger.
 	AccessLog io.Writer
-	Now       func() time.Time
+	// AccessLogHits is the share of cache hits the access log writes a
+	// line for (one in round(1/share)); nil writes every hit, 0 none.
+	// Every other request is always logged.
+	AccessLogHits *float64
+	Now           func() time.Time
 }
 
 // A Check is one dependency /readyz probes.
@@ -106,7 +110,7 @@ func New(load render.Loader, opts Options) *Server {
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
 	s.ids = newRequestIDs()
 	s.headers = newHeaderMemo()
-	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}
+	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(render.ETag(s.home))
 	return s
