@@ -1,8 +1,12 @@
 package cache
 
 import (
+	"bytes"
+	stdgzip "compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -226,4 +230,40 @@ func staleLoop(b *testing.B, e *env, q *sources.Query) {
 	<-entered
 	b.Cleanup(func() { close(release) })
 	loadLoop(b, e, q, OutcomeStale)
+}
+
+// BenchmarkCompress is the compression a miss pays before storing a
+// list (a real 25-item page, testdata/items_list.json): the cache's
+// compressor (klauspost/compress, level 5) beside the standard library's
+// level 5 it replaced, with the size each gives.
+func BenchmarkCompress(b *testing.B) {
+	body, err := os.ReadFile("testdata/items_list.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, compress func([]byte) []byte) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		cpu0 := processCPU(b)
+		var out []byte
+		for b.Loop() {
+			out = compress(body)
+		}
+		b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(len(out)), "gzip-bytes")
+	}
+	b.Run("cache", func(b *testing.B) {
+		var g gzipPool
+		run(b, g.compress)
+	})
+	b.Run("stdlib-level-5", func(b *testing.B) {
+		zw, _ := stdgzip.NewWriterLevel(io.Discard, 5)
+		run(b, func(body []byte) []byte {
+			var out bytes.Buffer
+			zw.Reset(&out)
+			zw.Write(body)
+			zw.Close()
+			return out.Bytes()
+		})
+	})
 }
