@@ -93,6 +93,7 @@ type Cache struct {
 	local   *local
 	breaker breaker
 	group   singleflight.Group
+	keys    *keyMemo
 	gzip    gzipPool
 
 	// base is cancelled by Close: background refreshes derive from it.
@@ -156,6 +157,7 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.keys = newKeyMemo()
 	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), c.metrics)
 	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
 	c.breaker.set(closed)
@@ -221,7 +223,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	if fresh <= 0 {
 		return c.bypass(ctx, q)
 	}
-	key := Key(q)
+	key := c.keys.of(q)
 	now := c.now()
 	if r := c.local.get(key, now); r != nil {
 		if now.Before(r.localUntil) {

@@ -74,6 +74,7 @@ type Server struct {
 	infos          sync.Pool // *requestInfo
 	access         *accessLogger
 	headers        *headerMemo
+	queries        *queryMemo
 	requests       *metrics.Counter
 	panics         *metrics.Counter
 }
@@ -109,6 +110,7 @@ func New(load render.Loader, opts Options) *Server {
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
 	s.ids = newRequestIDs()
+	s.queries = newQueryMemo()
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
