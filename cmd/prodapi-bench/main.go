@@ -67,6 +67,7 @@ type options struct {
 	scenarios    []string
 	out          string
 	wrkConns     int
+	baseline     string
 }
 
 var allScenarios = []string{"wrk", "hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm"}
@@ -88,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.redisServer, "redis-server", "redis-server", "redis-server binary (Redis scenarios are skipped without it)")
 	fs.DurationVar(&o.latency, "latency", 20*time.Millisecond, "PRODAPI_SANDBOX_LATENCY: the backend's cost per query")
 	fs.DurationVar(&o.staleLatency, "stale-latency", time.Second, "backend latency of the stale scenario, so that refreshes are slow")
+	fs.StringVar(&o.baseline, "baseline", "", "wrk scenario: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis, in the same run")
 	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
 	fs.IntVar(&o.conns, "c", 32, "concurrent connections (closed loop: requests in flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests/s offered to each server, latency measured from the scheduled time (0: closed loop)")

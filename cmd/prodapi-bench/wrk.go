@@ -138,6 +138,33 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 	} else {
 		rep.skipped = append(rep.skipped, "wrk: prodapi-redis left out: redis-server not found")
 	}
+	if h.o.baseline != "" {
+		type variant struct{ name, redisURL string }
+		variants := []variant{{"baseline-local", ""}}
+		if h.redis != nil {
+			variants = append(variants, variant{"baseline-redis", h.redis.url(3)})
+		}
+		for _, v := range variants {
+			vars := map[string]string{"PRODAPI_CACHE_TTL": "1h"}
+			helper := 0
+			if v.redisURL != "" {
+				vars["REDIS_URL"], vars["PRODAPI_CACHE_LOCAL_BYTES"] = v.redisURL, "-1"
+				helper = h.redis.cmd.Process.Pid
+			}
+			bp, err := h.startProdapiBinary(h.o.baseline, v.name, vars)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, bp.shutdown()) }()
+			if err := h.warmAll(ctx, bp, list); err != nil {
+				return err
+			}
+			if _, err := h.captureAll(ctx, bp, list, "hit"); err != nil {
+				return err
+			}
+			servers = append(servers, &wrkServer{name: v.name, base: bp.base, pid: bp.cmd.Process.Pid, helper: helper})
+		}
+	}
 	barePort := strings.TrimPrefix(bare.base, "http://127.0.0.1:")
 	for _, ref := range []struct {
 		name  string
@@ -514,6 +541,9 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 	o := r.h.o
 	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; prodapi-redis's redis-server is pinned with it and its CPU shown apart. Sizes: %s.\n\n",
 		o.wrkConns, o.rounds, wrkDuration(o.slice), strings.Join(r.wrkSizes, ", "))
+	if o.baseline != "" {
+		fmt.Fprintf(b, "baseline-local and baseline-redis are %s (%s), measured in the same run.\n\n", o.baseline, binaryInfo(o.baseline))
+	}
 	b.WriteString("| placement | target | server | req/s | **× bare** | req/s per slice | CPU/req | **× bare (CPU)** | p50 / p99 (median slice) |\n")
 	b.WriteString("|---|---|---|--:|--:|---|--:|--:|---|\n")
 	bare := map[string]*wrkRow{}
