@@ -542,7 +542,7 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; prodapi-redis's redis-server is pinned with it and its CPU shown apart. Sizes: %s.\n\n",
 		o.wrkConns, o.rounds, wrkDuration(o.slice), strings.Join(r.wrkSizes, ", "))
 	if o.baseline != "" {
-		fmt.Fprintf(b, "baseline-local and baseline-redis are %s (%s), measured in the same run.\n\n", o.baseline, binaryInfo(o.baseline))
+		fmt.Fprintf(b, "baseline-local and baseline-redis are %s, measured in the same run.\n\n", o.baseline)
 	}
 	b.WriteString("| placement | target | server | req/s | **× bare** | req/s per slice | CPU/req | **× bare (CPU)** | p50 / p99 (median slice) |\n")
 	b.WriteString("|---|---|---|--:|--:|---|--:|--:|---|\n")
