@@ -92,7 +92,8 @@ type Cache struct {
 
 	local   *local
 	breaker breaker
-	group   singleflight.Group
+	group   singleflight.Group // loads
+	reads   singleflight.Group // Redis GETs, in the requests' own goroutines
 	keys    *keyMemo
 	gzip    gzipPool
 
@@ -237,12 +238,20 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	}
 
 	// Redis is read in the request's own goroutine: a flight, and the
-	// goroutine DoChan starts for it, is only for a load. The read is
-	// detached from the request (bounded by the Redis timeout alone) so
-	// that a client that goes away never counts against the breaker.
+	// goroutine DoChan starts for it, is only for a load. Concurrent
+	// requests for one key share one GET and its decoded entry (reads.Do
+	// runs it in the first request's goroutine; the others wait for it,
+	// at most the Redis timeout). The read is detached from the request
+	// (bounded by the Redis timeout alone) so that a client that goes
+	// away never counts against the breaker.
 	var pre *redisRead
 	if c.rdb != nil {
-		e, asked := c.redisGet(context.WithoutCancel(ctx), key)
+		v, _, _ := c.reads.Do(key, func() (any, error) {
+			e, asked := c.redisGet(context.WithoutCancel(ctx), key)
+			return &redisRead{e: e, asked: asked}, nil
+		})
+		rr := v.(*redisRead)
+		e, asked := rr.e, rr.asked
 		now = c.now()
 		if e != nil && e.isFresh(now) {
 			c.keepLocal(key, e, now)
