@@ -1,8 +1,16 @@
 package cache
 
 import (
+	"bytes"
+	stdgzip "compress/gzip"
 	"context"
+	"fmt"
+	"io"
+	"os"
 	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +38,46 @@ func benchEnv(b *testing.B, opts ...envOption) *env {
 }
 
 func benchRealEnv(b *testing.B, localBytes int64) *env {
+	e, _ := benchRealEnvURL(b, localBytes, false)
+	return e
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is redis-server's CPU time so far, from INFO cpu.
+func redisCPU(b *testing.B, srv *realserver.Redis) time.Duration {
+	v, err := srv.Do(context.Background(), "INFO", "cpu")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.SplitSeq(fmt.Sprint(v), "\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
+				f, _ := strconv.ParseFloat(rest, 64)
+				total += f
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// benchRealEnvURL is benchRealEnv, on RESP2 when resp2 is set, with its
+// redis-server.
+func benchRealEnvURL(b *testing.B, localBytes int64, resp2 bool) (*env, *realserver.Redis) {
 	srv := realserver.StartRedis(b, 0)
-	rdb, err := NewRedis(srv.URL())
+	url := srv.URL()
+	if resp2 {
+		url += "?protocol=2"
+	}
+	rdb, err := NewRedis(url)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +87,7 @@ func benchRealEnv(b *testing.B, localBytes int64) *env {
 	e.opts = Options{Stale: time.Minute, LocalBytes: localBytes, Now: e.clock.Now}
 	e.c = New(rdb, e.be, e.opts)
 	b.Cleanup(func() { closeCache(b, e.c) })
-	return e
+	return e, srv
 }
 
 func loadLoop(b *testing.B, e *env, q *sources.Query, want string) {
@@ -94,6 +140,59 @@ func BenchmarkLoad(b *testing.B) {
 		e.settle()
 		loadLoop(b, e, q, OutcomeHit)
 	})
+
+	// Concurrent Redis hits on 64 keys, as a server sees them, through go-redis's
+	// auto-pipeliner and through plain GETs, each on RESP3 (go-redis's
+	// default, a push-notification check on every reply) and RESP2.
+	for _, proto := range []string{"resp3", "resp2"} {
+		for _, pipe := range []bool{true, false} {
+			name := "redis-hits/parallel/" + proto + "/plain-get"
+			if pipe {
+				name = "redis-hits/parallel/" + proto + "/auto-pipeline"
+			}
+			b.Run(name, func(b *testing.B) {
+				e, srv := benchRealEnvURL(b, -1, proto == "resp2")
+				if !pipe {
+					e.c.pipe = nil
+				}
+				// 64 keys: concurrent hits mostly on different keys, so
+				// that they do not share one GET.
+				var qs []*sources.Query
+				for i := range 64 {
+					q := list(b, "items", "q", "election"+strconv.Itoa(i))
+					e.load(b, q)
+					qs = append(qs, q)
+				}
+				e.settle()
+				var worker atomic.Int64
+				b.ReportAllocs()
+				b.SetParallelism(16)
+				cpu0, rcpu0 := processCPU(b), redisCPU(b, srv)
+				// A GET that misses the 50 ms Redis timeout on a busy
+				// machine becomes a load: counted, not a failure.
+				var others atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(worker.Add(1)) * 7
+					for pb.Next() {
+						i++
+						rep, err := e.c.Load(context.Background(), qs[i%len(qs)])
+						if err != nil {
+							b.Errorf("Load: %v", err)
+							return
+						}
+						if rep.Outcome != OutcomeHit {
+							others.Add(1)
+						}
+					}
+				})
+				b.ReportMetric(float64(others.Load())/float64(b.N), "non-hits/op")
+				// CPU time holds steady on a busy machine where ns/op
+				// does not.
+				b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(redisCPU(b, srv)-rcpu0)/float64(b.N), "redis-cpu-ns/op")
+			})
+		}
+	}
 
 	b.Run("miss/local", func(b *testing.B) {
 		e := benchEnv(b, withoutRedis(), withOptions(func(o *Options) { o.LocalBytes = 8 << 20 }))
@@ -149,4 +248,40 @@ func staleLoop(b *testing.B, e *env, q *sources.Query) {
 	<-entered
 	b.Cleanup(func() { close(release) })
 	loadLoop(b, e, q, OutcomeStale)
+}
+
+// BenchmarkCompress is the compression a miss pays before storing a
+// list (a real 25-item page, testdata/items_list.json): the cache's
+// compressor (klauspost/compress, level 5) beside the standard library's
+// level 5 it replaced, with the size each gives.
+func BenchmarkCompress(b *testing.B) {
+	body, err := os.ReadFile("testdata/items_list.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, compress func([]byte) []byte) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		cpu0 := processCPU(b)
+		var out []byte
+		for b.Loop() {
+			out = compress(body)
+		}
+		b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(len(out)), "gzip-bytes")
+	}
+	b.Run("cache", func(b *testing.B) {
+		var g gzipPool
+		run(b, g.compress)
+	})
+	b.Run("stdlib-level-5", func(b *testing.B) {
+		zw, _ := stdgzip.NewWriterLevel(io.Discard, 5)
+		run(b, func(body []byte) []byte {
+			var out bytes.Buffer
+			zw.Reset(&out)
+			zw.Write(body)
+			zw.Close()
+			return out.Bytes()
+		})
+	})
 }

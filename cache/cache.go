@@ -106,7 +106,9 @@ type Cache struct {
 
 	local   *local
 	breaker breaker
-	group   singleflight.Group
+	group   singleflight.Group // loads
+	reads   singleflight.Group // Redis GETs, in the requests' own goroutines
+	keys    *keyMemo
 	gzip    gzipPool
 	inval   invalLog
 	id      string // this replica, in the invalidations it publishes
@@ -178,16 +180,18 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.keys = newKeyMemo()
 	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), c.metrics)
 	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
 	c.breaker.set(closed)
 	c.base, c.cancelBase = context.WithCancel(context.Background())
 	if p, ok := rdb.(interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
+		AsyncAutoPipeline() (*redis.AutoPipeliner, error)
 	}); ok {
 		// Concurrent hits share round trips; the pipeliner belongs to the
-		// client, which closes it.
-		c.pipe, _ = p.AutoPipeline() // on error, plain GETs
+		// client, which closes it. Its deferred face lets a request wait
+		// for its reply in its own goroutine, bounded by its deadline.
+		c.pipe, _ = p.AsyncAutoPipeline() // on error, plain GETs
 	}
 	if rdb != nil {
 		for i := range c.queues {
@@ -232,7 +236,8 @@ type fill struct {
 
 // Load answers q from the cache, loading it through the wrapped Loader
 // when no usable entry exists. Representations it returns share their
-// byte slices with the cache: read them, never modify them. A load or a
+// byte slices with the cache, and a hit's may be shared by other hits:
+// read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
 func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
 	if q == nil || q.Resource == nil {
@@ -243,16 +248,36 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	if fresh <= 0 {
 		return c.bypass(ctx, q)
 	}
-	key := Key(q)
+	key := c.keys.of(q)
 	now := c.now()
 	if r := c.local.get(key, now); r != nil {
 		if now.Before(r.localUntil) {
-			return c.represent(res, r.e, nil, now, kindHit, 0, false), nil
+			return c.localHit(res, r, now), nil
 		}
 		if refreshing, status := c.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.
 			return c.represent(res, r.e, nil, now, kindStale, status, false), nil
+		}
+	}
+
+	// Redis is read in the request's own goroutine: a flight, and the
+	// goroutine DoChan starts for it, is only for a load. Concurrent
+	// requests for one key share one GET and its decoded entry (reads.Do
+	// runs it in the first request's goroutine; the others wait for it,
+	// at most the Redis timeout). The read is detached from the request
+	// (bounded by the Redis timeout alone) so that a client that goes
+	// away never counts against the breaker.
+	var pre *redisRead
+	if c.rdb != nil {
+		v, _, _ := c.reads.Do(key, func() (any, error) {
+			return c.readRedis(context.WithoutCancel(ctx), key), nil
+		})
+		pre = v.(*redisRead)
+		now = c.now()
+		if e := pre.e; e != nil && e.isFresh(now) {
+			c.keepLocalUnless(key, e, now, pre.seq)
+			return c.represent(res, e, nil, now, kindHit, 0, false), nil
 		}
 	}
 
@@ -265,7 +290,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 				v, err = nil, errPanic
 			}
 		}()
-		return c.fill(ctx, key, q, fresh)
+		return c.fill(ctx, key, q, fresh, pre)
 	})
 	select {
 	case r := <-ch:
@@ -291,9 +316,31 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 	}
 }
 
-// fill runs inside the flight of key: it looks in both tiers again (an
-// earlier flight may just have filled them), then loads.
-func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration) (*fill, error) {
+// A redisRead is what the leading request's own Redis GET found, so that
+// its flight does not ask again.
+type redisRead struct {
+	e        *entry // current (its tags' generations unchanged), or nil
+	asked    bool   // whether Redis could be asked
+	obsolete *entry // what Redis held, invalidated since it was stored
+	seq      uint64 // the invalidation sequence before the read
+}
+
+// readRedis reads key from Redis and checks the entry is still current.
+func (c *Cache) readRedis(ctx context.Context, key string) *redisRead {
+	r := &redisRead{seq: c.inval.seqNow()}
+	r.e, r.asked = c.redisGet(ctx, key)
+	if r.e != nil && !c.current(ctx, r.e) {
+		// Invalidated since it was stored: not served as fresh or
+		// while a refresh runs, only if the load fails.
+		r.obsolete, r.e = r.e, nil
+	}
+	return r
+}
+
+// fill runs inside the flight of key: it looks in the in-process tier
+// again (an earlier flight may just have filled it), and in Redis unless
+// the leading request just did (pre), then loads.
+func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration, pre *redisRead) (*fill, error) {
 	ctx, cancel := c.detach(ctx)
 	defer cancel()
 	now := c.now()
@@ -301,14 +348,11 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	if r != nil && now.Before(r.localUntil) {
 		return &fill{kind: kindHit, e: r.e}, nil
 	}
-	seq := c.inval.seqNow()
-	e, asked := c.redisGet(ctx, key)
-	var obsolete *entry
-	if e != nil && !c.current(ctx, e) {
-		// Invalidated since it was stored: not served as fresh or
-		// while a refresh runs, only if the load fails.
-		obsolete, e = e, nil
+	rr := pre
+	if rr == nil {
+		rr = c.readRedis(ctx, key)
 	}
+	e, asked, seq, obsolete := rr.e, rr.asked, rr.seq, rr.obsolete
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
 		e = r.e
@@ -577,6 +621,19 @@ func fwdStatus(err error) int {
 	default:
 		return 500
 	}
+}
+
+// localHit is represent for a hit on the in-process tier, memoised on
+// the record for as long as its Cache-Status stays the same (a second).
+func (c *Cache) localHit(res string, r *record, now time.Time) *render.Representation {
+	ttl := r.e.ttl(now)
+	if m := r.hit.Load(); m != nil && m.ttl == ttl {
+		c.metrics.requests.Inc(res, OutcomeHit)
+		return m.rep
+	}
+	rep := c.represent(res, r.e, nil, now, kindHit, 0, false)
+	r.hit.Store(&hitMemo{ttl: ttl, rep: rep})
+	return rep
 }
 
 // represent builds the Representation of e for one request, and counts

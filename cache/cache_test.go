@@ -899,3 +899,47 @@ func TestCloseGivesUpWithItsContext(t *testing.T) {
 	// A second Close waits for the rest and succeeds.
 	closeCache(t, e.c)
 }
+
+// A Redis hit is read in the request's goroutine, not inside the key's
+// flight: while this replica's load of a key hangs, a value another
+// replica stored in Redis meanwhile answers at once.
+func TestRedisHitDoesNotWaitForAFlight(t *testing.T) {
+	e := newEnv(t, withOptions(func(o *Options) { o.LocalBytes = -1 }))
+	q := detail(t, "items", "urn:slow")
+	started, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+		hang := false
+		first.Do(func() { hang = true })
+		if hang {
+			close(started)
+			<-release
+		}
+		return nil, nil
+	})
+	done := make(chan error, 1)
+	go func() { // ends once release is closed
+		_, err := e.c.Load(context.Background(), q)
+		done <- err
+	}()
+	<-started
+
+	other := e.newCache()
+	defer closeCache(t, other)
+	if _, err := other.Load(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	other.pending.Wait() // its write reached Redis
+
+	rep, err := e.c.Load(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Outcome != OutcomeHit {
+		t.Errorf("outcome %s, want a Redis hit", rep.Outcome)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -115,4 +117,33 @@ func appendEscaped(b []byte, s string, segment bool) []byte {
 		}
 	}
 	return b
+}
+
+// keyMemo remembers the keys of recent queries by identity: the server
+// shares one parsed Query among the requests that ask the same thing, so
+// a hit asked again and again does not build its key each time. Lock-free
+// and fixed in size: a slot holds the last query that hashed to it (and
+// keeps it alive, so its address cannot be reused meanwhile); a miss
+// computes. Queries never change once made, so a key stays right.
+type keyMemo struct {
+	seed  maphash.Seed
+	slots [4096]atomic.Pointer[keySlot]
+}
+
+type keySlot struct {
+	q   *sources.Query
+	key string
+}
+
+func newKeyMemo() *keyMemo { return &keyMemo{seed: maphash.MakeSeed()} }
+
+// of returns Key(q).
+func (m *keyMemo) of(q *sources.Query) string {
+	s := &m.slots[maphash.Comparable(m.seed, q)%uint64(len(m.slots))]
+	if p := s.Load(); p != nil && p.q == q {
+		return p.key
+	}
+	key := Key(q)
+	s.Store(&keySlot{q: q, key: key})
+	return key
 }

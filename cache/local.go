@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
@@ -47,6 +48,15 @@ type record struct {
 	size       int64
 	ref        atomic.Bool // read since it was last considered for eviction
 	el         *lst.Element
+	hit        atomic.Pointer[hitMemo] // the hit answered during one second of ttl
+}
+
+// A hitMemo is the Representation of a local hit, shared by every hit on
+// the record while its Cache-Status ttl stays the same: a hit then
+// allocates no Representation and no Cache-Status.
+type hitMemo struct {
+	ttl int64
+	rep *render.Representation
 }
 
 func newLocal(max int64, m *series) *local {

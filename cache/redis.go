@@ -163,6 +163,52 @@ func (c *Cache) write(op writeOp) {
 // a success, and a request cancelled by its client says nothing about
 // Redis.
 func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
+	if c.pipe == nil {
+		return c.getPlain(ctx, key)
+	}
+	start := time.Now()
+	sick := c.sickAfter()
+	wait, cancel := context.WithTimeout(ctx, c.redisTimeout)
+	defer cancel()
+	// The pipeliner runs commands on its own context: a queued command
+	// does not see our deadline (its batch is bounded by the
+	// connection's timeouts), so the reply is awaited here, in the
+	// request's own goroutine, and no goroutine starts on the way.
+	cmd := redis.NewStringCmd(ctx, "get", key)
+	f := c.pipe.Submit(ctx, cmd)
+	err := f.WaitContext(wait)
+	if wait.Err() == nil || !errors.Is(err, wait.Err()) {
+		c.breaker.done(redisHealthy(err) && time.Since(start) < sick)
+		if err != nil {
+			return nil, err
+		}
+		return cmd.Bytes()
+	}
+	// The request gives up; the breaker hears how the call ends, within
+	// sickAfter of start.
+	c.calls.Add(1)
+	go func() {
+		defer c.calls.Done()
+		judge, cancel := context.WithTimeout(context.Background(), sick-time.Since(start))
+		defer cancel()
+		err := f.WaitContext(judge)
+		if judge.Err() != nil && errors.Is(err, judge.Err()) {
+			// Look again: the deadline and the reply may have been ready
+			// together after a long wait for the CPU (WaitContext looks at
+			// the batch before the context).
+			if err = f.WaitContext(judge); errors.Is(err, judge.Err()) {
+				c.breaker.done(false)
+				return
+			}
+		}
+		c.breaker.done(redisHealthy(err))
+	}()
+	return nil, context.Cause(wait)
+}
+
+// getPlain is get without a pipeliner: the GET runs in a goroutine of its
+// own, so that the request can stop waiting while the call goes on.
+func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 	type reply struct {
 		b   []byte
 		err error

@@ -53,6 +53,7 @@ func redisOptions(rawURL string) (any, error) {
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
 		opts.MaintNotificationsConfig = noMaintNotifications()
+		opts.Protocol = protocol(u.query)
 		return opts, nil
 
 	case "redis+cluster", "rediss+cluster":
@@ -73,6 +74,7 @@ func redisOptions(rawURL string) (any, error) {
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
 		opts.MaintNotificationsConfig = noMaintNotifications()
+		opts.Protocol = protocol(u.query)
 		opts.ClusterStateReloadInterval = reload
 		return opts, nil
 
@@ -121,11 +123,23 @@ func redisOptions(rawURL string) (any, error) {
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
+		opts.Protocol = protocol(u.query)
 		return opts, nil
 
 	default:
 		return nil, errors.New("cache: REDIS_URL: the scheme must be redis, rediss, redis+cluster, rediss+cluster, redis-sentinel or rediss-sentinel")
 	}
+}
+
+// protocol is RESP2 unless the URL sets protocol: the cache uses no
+// RESP3 feature (push notifications, client-side caching), and on RESP3
+// go-redis checks every reply for pushes, which cost 5-8% of a Redis
+// hit's client CPU (BenchmarkLoad/redis-hits, BENCHMARKS.md).
+func protocol(q url.Values) int {
+	if n, err := strconv.Atoi(q.Get("protocol")); err == nil {
+		return n
+	}
+	return 2
 }
 
 // dialerRetries is 1 unless the URL sets dialer_retries: go-redis's

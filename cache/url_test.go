@@ -159,3 +159,31 @@ func TestNewRedisClusterReload(t *testing.T) {
 		}
 	}
 }
+
+// RESP2 unless the URL asks for another protocol, on every kind of URL.
+func TestRedisProtocol(t *testing.T) {
+	for url, want := range map[string]int{
+		"redis://127.0.0.1:6379":                        2,
+		"redis://127.0.0.1:6379/0?protocol=3":           3,
+		"redis+cluster://127.0.0.1:7000,127.0.0.1:7001": 2,
+		"redis+cluster://127.0.0.1:7000?protocol=3":     3,
+		"redis-sentinel://127.0.0.1:26379/mymaster":     2,
+	} {
+		opts, err := redisOptions(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		var got int
+		switch o := opts.(type) {
+		case *redis.Options:
+			got = o.Protocol
+		case *redis.ClusterOptions:
+			got = o.Protocol
+		case *redis.FailoverOptions:
+			got = o.Protocol
+		}
+		if got != want {
+			t.Errorf("%s: protocol %d, want %d", url, got, want)
+		}
+	}
+}

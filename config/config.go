@@ -59,8 +59,12 @@ type Config struct {
 	AuthLeeway  time.Duration // AUTH_LEEWAY
 	Audience    string        // PRODAPI_AUDIENCE
 
-	Debug   bool // DEBUG: debug-level logs
-	Testing bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+	Debug bool // DEBUG: debug-level logs
+	// AccessLogHits is the share of cache hits the access log writes a
+	// line for (PRODAPI_ACCESS_LOG_HITS): 1 every hit, 0.01 one in a
+	// hundred, 0 none. Every other request is always logged.
+	AccessLogHits float64
+	Testing       bool // SUPERDESK_TESTING: accepted for compatibility; no effect
 
 	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
 	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
@@ -231,11 +235,12 @@ func LoadFrom(e Env) (Config, error) {
 		URLPrefix: strings.Trim(cmp.Or(getenv("PRODAPI_URL_PREFIX"), defaultURLPrefix), "/"),
 		Secret:    Secret(getenv("AUTH_SERVER_SHARED_SECRET")),
 
-		AuthEnabled: p.bool("PRODAPI_AUTH_ENABLED", true),
-		AuthLeeway:  p.duration("AUTH_LEEWAY", 0),
-		Audience:    getenv("PRODAPI_AUDIENCE"),
-		Debug:       p.bool("DEBUG", false),
-		Testing:     p.bool("SUPERDESK_TESTING", false),
+		AuthEnabled:   p.bool("PRODAPI_AUTH_ENABLED", true),
+		AuthLeeway:    p.duration("AUTH_LEEWAY", 0),
+		Audience:      getenv("PRODAPI_AUDIENCE"),
+		Debug:         p.bool("DEBUG", false),
+		AccessLogHits: p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
+		Testing:       p.bool("SUPERDESK_TESTING", false),
 
 		Sandbox:        getenv("PRODAPI_SANDBOX"),
 		SandboxLatency: p.duration("PRODAPI_SANDBOX_LATENCY", 0),
@@ -411,6 +416,20 @@ func (p *parser) uint(name string, def uint64) uint64 {
 		return def
 	}
 	return n
+}
+
+// fraction parses a share between 0 and 1.
+func (p *parser) fraction(name string, def float64) float64 {
+	v := p.getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f >= 0 && f <= 1) {
+		p.errorf("%s=%q is not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none)", name, v)
+		return def
+	}
+	return f
 }
 
 func (p *parser) int(name string, def int64) int64 {

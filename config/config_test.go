@@ -197,3 +197,17 @@ func TestResourceNamesCoverResources(t *testing.T) {
 		t.Errorf("ResourceNames (-sources.Resources() +config):\n%s", diff)
 	}
 }
+
+func TestAccessLogHits(t *testing.T) {
+	for v, want := range map[string]float64{"": 1, "1": 1, "0.01": 0.01, "0": 0} {
+		c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_ACCESS_LOG_HITS", v))
+		if err != nil || c.AccessLogHits != want {
+			t.Errorf("PRODAPI_ACCESS_LOG_HITS=%q: %v, %v; want %v", v, c.AccessLogHits, err, want)
+		}
+	}
+	for _, v := range []string{"2", "-0.5", "half", "NaN"} {
+		if _, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_ACCESS_LOG_HITS", v)); err == nil || !strings.Contains(err.Error(), "PRODAPI_ACCESS_LOG_HITS") {
+			t.Errorf("PRODAPI_ACCESS_LOG_HITS=%q: %v, want an error naming it", v, err)
+		}
+	}
+}

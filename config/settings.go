@@ -42,6 +42,9 @@ var settings = []Setting{
 	{Name: "AUTH_LEEWAY", Help: "clock skew allowed on exp and nbf (at most 1m)", Value: func(c Config) string { return Duration(c.AuthLeeway) }},
 	{Name: "PRODAPI_AUDIENCE", Help: "tokens carrying aud must name it", Value: func(c Config) string { return c.Audience }},
 	{Name: "DEBUG", Help: "debug-level logs", Value: func(c Config) string { return strconv.FormatBool(c.Debug) }},
+	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {
+		return strconv.FormatFloat(c.AccessLogHits, 'g', -1, 64)
+	}},
 	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
 	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
 	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},

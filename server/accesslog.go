@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prodapi/prodapi/sources/codec"
@@ -34,6 +36,35 @@ type accessLogger struct {
 	w      io.Writer // nil: use logger
 	logger *slog.Logger
 	pool   sync.Pool // *[]byte
+	hits   *sampler  // which cache hits get a line
+}
+
+// A sampler picks one in every n events, by count: no randomness, no
+// allocation. n 1 picks all, 0 none.
+type sampler struct {
+	every uint64
+	seen  atomic.Uint64
+}
+
+// newSampler picks a share of events; nil picks all.
+func newSampler(share *float64) *sampler {
+	switch {
+	case share == nil || *share >= 1:
+		return &sampler{every: 1}
+	case *share <= 0 || math.IsNaN(*share):
+		return &sampler{}
+	}
+	return &sampler{every: uint64(math.Round(1 / *share))}
+}
+
+func (s *sampler) pick() bool {
+	switch s.every {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	return s.seen.Add(1)%s.every == 0
 }
 
 func (a *accessLogger) log(ctx context.Context, r accessLine) {

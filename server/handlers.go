@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -37,7 +36,7 @@ func (s *Server) getList(res *sources.Resource) handlerFunc {
 		if err := s.authorize(r, res.Scope); err != nil {
 			return err
 		}
-		q, err := query.Parse(res, "", r.URL.RawQuery)
+		q, err := s.queries.parse(res, "", r.URL.RawQuery)
 		if err != nil {
 			return err
 		}
@@ -56,7 +55,7 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 		if err := s.authorize(r, res.Scope); err != nil {
 			return err
 		}
-		q, err := query.Parse(res, id, r.URL.RawQuery)
+		q, err := s.queries.parse(res, id, r.URL.RawQuery)
 		if err != nil {
 			return err
 		}

@@ -27,3 +27,23 @@ func TestHeaderMemo(t *testing.T) {
 		}
 	}
 }
+
+func TestHeaderMemoNumbersAndStrings(t *testing.T) {
+	m := newHeaderMemo()
+	// More distinct values than slots, twice over: collisions recompute,
+	// never answer another value.
+	for round := range 2 {
+		for i := range int64(10000) {
+			if got, want := m.int(i)[0], fmt.Sprint(i); got != want {
+				t.Fatalf("round %d: int(%d) = %s", round, i, got)
+			}
+			if got, want := m.int(-i)[0], fmt.Sprint(-i); got != want {
+				t.Fatalf("round %d: int(%d) = %s", round, -i, got)
+			}
+			s := fmt.Sprintf("prodapi; hit; ttl=%d", i)
+			if got := m.str(s); got[0] != s || len(got) != 1 || cap(got) != 1 {
+				t.Fatalf("str(%s) = %q (cap %d)", s, got, cap(got))
+			}
+		}
+	}
+}

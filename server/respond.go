@@ -22,18 +22,18 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 	}
 	h := w.Header()
 	if rep.CacheStatus != "" {
-		h["Cache-Status"] = []string{rep.CacheStatus}
+		h["Cache-Status"] = s.headers.str(rep.CacheStatus)
 	}
 	if !rep.StoredAt.IsZero() {
 		age := max(s.now().Sub(rep.StoredAt), 0)
-		h["Age"] = []string{strconv.FormatInt(int64(age/time.Second), 10)}
+		h["Age"] = s.headers.int(int64(age / time.Second))
 	}
 	if rep.Status == http.StatusNotFound {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
 		return
 	}
 	if rep.Total >= 0 {
-		h["X-Total-Count"] = []string{strconv.Itoa(rep.Total)}
+		h["X-Total-Count"] = s.headers.int(int64(rep.Total))
 	}
 	s.writeBody(w, r, rep, "private")
 }
@@ -44,7 +44,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *render.Representation, cacheControl string) {
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
-	h["Cache-Control"] = []string{cacheControl}
+	h["Cache-Control"] = s.headers.str(cacheControl)
 	h["Vary"] = hdrVary
 	zipped := rep.Gzip != nil && acceptsGzip(r)
 	if rep.ETag != "" {
@@ -70,7 +70,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *render.R
 			return
 		}
 	}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = s.headers.int(int64(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(body)

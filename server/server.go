@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -39,7 +40,11 @@ type Options struct {
 	// request, in log/slog's JSONHandler format, one Write each. Unset,
 	// access lines go through Logger.
 	AccessLog io.Writer
-	Now       func() time.Time
+	// AccessLogHits is the share of cache hits the access log writes a
+	// line for (one in round(1/share)); nil writes every hit, 0 none.
+	// Every other request is always logged.
+	AccessLogHits *float64
+	Now           func() time.Time
 }
 
 // A Check is one dependency /readyz probes.
@@ -66,8 +71,10 @@ type Server struct {
 
 	home, homeETag []byte
 	ids            *requestIDs
+	infos          sync.Pool // *requestInfo
 	access         *accessLogger
 	headers        *headerMemo
+	queries        *queryMemo
 	requests       *metrics.Counter
 	panics         *metrics.Counter
 }
@@ -103,8 +110,9 @@ func New(load render.Loader, opts Options) *Server {
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
 	s.ids = newRequestIDs()
+	s.queries = newQueryMemo()
 	s.headers = newHeaderMemo()
-	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}
+	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(render.ETag(s.home))
 	return s

@@ -15,6 +15,11 @@
 //
 // Scenarios (-scenarios picks some):
 //
+//	wrk         wrk (C) pinned to one core, servers to the other, then
+//	            floating: bare, prodapi in-process and Redis hits, nginx
+//	            proxy_cache and Varnish in front of the bare server, on an
+//	            item detail and the 25-item list; requests/s and the
+//	            server's CPU time per request from /proc
 //	hit-local   in-process tier hits on the 41 item details (no Redis)
 //	hit-redis   Redis hits: the in-process tier off, every hit a GET
 //	miss        a new key every request (a 10-item list), backend latency
@@ -61,9 +66,11 @@ type options struct {
 	zipfS        float64
 	scenarios    []string
 	out          string
+	wrkConns     int
+	baseline     string
 }
 
-var allScenarios = []string{"hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm"}
+var allScenarios = []string{"wrk", "hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -82,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.redisServer, "redis-server", "redis-server", "redis-server binary (Redis scenarios are skipped without it)")
 	fs.DurationVar(&o.latency, "latency", 20*time.Millisecond, "PRODAPI_SANDBOX_LATENCY: the backend's cost per query")
 	fs.DurationVar(&o.staleLatency, "stale-latency", time.Second, "backend latency of the stale scenario, so that refreshes are slow")
+	fs.StringVar(&o.baseline, "baseline", "", "wrk scenario: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis, in the same run")
+	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
 	fs.IntVar(&o.conns, "c", 32, "concurrent connections (closed loop: requests in flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests/s offered to each server, latency measured from the scheduled time (0: closed loop)")
 	fs.DurationVar(&o.slice, "slice", time.Second, "length of one measured slice")
@@ -106,8 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		o.scenarios = append(o.scenarios, s)
 	}
-	if o.conns < 1 || o.rounds < 1 || o.slice <= 0 || o.zipfS <= 1 || o.stampede < 1 {
-		return errors.New("-c, -rounds, -slice and -stampede must be positive and -zipf-s above 1")
+	if o.conns < 1 || o.wrkConns < 1 || o.rounds < 1 || o.slice <= 0 || o.zipfS <= 1 || o.stampede < 1 {
+		return errors.New("-c, -wrk-c, -rounds, -slice and -stampede must be positive and -zipf-s above 1")
 	}
 	if _, err := os.Stat(o.prodapi); err != nil {
 		return fmt.Errorf("the prodapi binary: %w (build it: go build -o bin/prodapi ./cmd/prodapi)", err)
@@ -199,6 +208,7 @@ func (h *harness) run(ctx context.Context) (*report, error) {
 		name string
 		run  func(context.Context, *report) error
 	}{
+		{"wrk", h.wrkScenario},
 		{"hit-local", h.hitLocal},
 		{"hit-redis", h.hitRedis},
 		{"miss+zipf+stampede+sigterm", h.production},

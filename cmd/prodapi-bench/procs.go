@@ -91,6 +91,11 @@ var listeningOn = regexp.MustCompile(`\(listening on ([^)]+)\)`)
 // startProdapi starts the binary on 127.0.0.1:0 with the sample newsroom,
 // the harness's secret and vars.
 func (h *harness) startProdapi(name string, vars map[string]string) (*prodapiProc, error) {
+	return h.startProdapiBinary(h.o.prodapi, name, vars)
+}
+
+// startProdapiBinary is startProdapi with another binary (-baseline).
+func (h *harness) startProdapiBinary(bin, name string, vars map[string]string) (*prodapiProc, error) {
 	all := map[string]string{
 		"PRODAPI_SANDBOX":           "sample",
 		"AUTH_SERVER_SHARED_SECRET": h.secret,
@@ -103,7 +108,7 @@ func (h *harness) startProdapi(name string, vars map[string]string) (*prodapiPro
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(h.o.prodapi, "-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
 	cmd.Env = subprocessEnv(all)
 	cmd.Stderr = logFile
 	out, err := cmd.StdoutPipe()
@@ -112,7 +117,7 @@ func (h *harness) startProdapi(name string, vars map[string]string) (*prodapiPro
 	}
 	p, err := startProc(cmd)
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", h.o.prodapi, err)
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	addr := make(chan string, 1)
 	go func() { // ends when prodapi closes its stdout, at exit

@@ -24,6 +24,8 @@ type report struct {
 	sigterm    *sigtermResult
 	skipped    []string
 	failures   []string
+	wrk        []*wrkRow
+	wrkSizes   []string
 }
 
 func newReport(h *harness) *report {
@@ -49,6 +51,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- Load: %s, keep-alive, a token with every scope on every request, `Accept-Encoding: gzip`; each scenario %d slices of %s on prodapi and on the bare server, alternating; whole run %s\n\n",
 		loop, o.rounds, o.slice, r.end.Sub(r.start).Round(time.Second))
 
+	r.wrkMarkdown(&b)
 	if len(r.results) > 0 {
 		b.WriteString("| scenario | prodapi req/s | bare req/s | **ratio** | ratio per round | prodapi p50 / p99 | bare p50 / p99 | failed | backend queries/req | cache outcomes (prodapi) |\n")
 		b.WriteString("|---|--:|--:|--:|---|---|---|--:|--:|---|\n")

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prodapi/prodapi/cache"
+	"github.com/prodapi/prodapi/server/query"
+	"github.com/prodapi/prodapi/sources"
+)
+
+// More distinct queries than slots, twice over, details and lists of two
+// resources: a memoised query is always the one a fresh parse gives, and
+// a query that does not parse is refused every time.
+func TestQueryMemo(t *testing.T) {
+	m := newQueryMemo()
+	var items, desks *sources.Resource
+	for _, r := range sources.Resources() {
+		switch r.Name {
+		case "items":
+			items = r
+		case "desks":
+			desks = r
+		}
+	}
+	for round := range 2 {
+		for i := range 6000 {
+			for _, tc := range []struct {
+				res     *sources.Resource
+				id, raw string
+			}{
+				{items, "", fmt.Sprintf("max_results=%d&page=%d", i%50+1, i%7+1)},
+				{desks, "", fmt.Sprintf("max_results=%d&page=%d", i%50+1, i%7+1)},
+				{items, fmt.Sprintf("urn:%d", i), ""},
+			} {
+				got, err := m.parse(tc.res, tc.id, tc.raw)
+				want, werr := query.Parse(tc.res, tc.id, tc.raw)
+				if err != nil || werr != nil {
+					t.Fatalf("parse(%s, %q, %q): %v, %v", tc.res.Name, tc.id, tc.raw, err, werr)
+				}
+				if cache.Key(got) != cache.Key(want) {
+					t.Fatalf("round %d: parse(%s, %q, %q) = %s, want %s", round, tc.res.Name, tc.id, tc.raw, cache.Key(got), cache.Key(want))
+				}
+			}
+		}
+		for range 2 {
+			if _, err := m.parse(items, "", "page=21&max_results=500"); err == nil {
+				t.Fatal("page 21 of 500 parsed")
+			}
+		}
+	}
+}
+
+// After the router, an in-process hit allocates nothing: what is left is
+// chi's (the request's context, and its path values on a detail). The
+// count is exact, so this fails on any new allocation on the hit path.
+func TestHitAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h, tok := hitHandler(t)
+	for _, tc := range []struct {
+		target string
+		chi    float64 // allocations chi makes: WithContext, WithValue, and SetPathValue's two on a detail
+	}{
+		{"/prodapi/v1/items/urn:newsml:x:a3a0921f", 4},
+		{"/prodapi/v1/items?max_results=25", 2},
+	} {
+		r := httptest.NewRequest(http.MethodGet, tc.target, nil)
+		r.Header.Set("Authorization", tok)
+		r.Header.Set("Accept-Encoding", "gzip")
+		w := &reusedWriter{h: http.Header{}}
+		h.ServeHTTP(w, r) // the miss
+		got := testing.AllocsPerRun(1000, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+		if got > tc.chi {
+			t.Errorf("%s: %.2f allocations per hit, want %.0f (chi's own)", tc.target, got, tc.chi)
+		}
+	}
+}
