@@ -89,6 +89,18 @@ func (b *breaker) isOpen() bool {
 	return b.state == open && b.now().Sub(b.openedAt) < breakerCooldown
 }
 
+// undecided ends an allowed call that tells nothing about Redis: one the
+// request stopped waiting for at RedisTimeout, which on a busy process may
+// be the scheduler's delay rather than Redis's. A probe is handed back.
+// The GETs judge a hung Redis by sickAfter (Cache.get).
+func (b *breaker) undecided() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == halfOpen {
+		b.probing = false
+	}
+}
+
 // done records the result of an allowed call: ok is false when Redis
 // could not be reached or did not answer within sickAfter.
 func (b *breaker) done(ok bool) {

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"github.com/prodapi/prodapi/sources/metrics"
 	"io"
 	"net"
 	"sync"
@@ -132,5 +133,30 @@ func TestSilentRedisOpensTheBreaker(t *testing.T) {
 	c.calls.Wait()
 	if got := c.breaker.current(); got != open {
 		t.Errorf("breaker %v with a silent Redis, want open", got)
+	}
+}
+
+// A call the request stopped waiting for says nothing about Redis: it
+// neither counts against it nor keeps the half-open probe taken.
+func TestUndecidedCallsAreNoVerdict(t *testing.T) {
+	clk := newClock()
+	b := breaker{now: clk.Now, gauge: newMetrics(metrics.NewMetrics()).breakerState}
+	b.set(closed)
+	for range 10 * breakerMinCalls {
+		if !b.allow() {
+			t.Fatal("breaker refused a call after undecided ones")
+		}
+		b.undecided()
+	}
+	if got := b.current(); got != closed {
+		t.Fatalf("breaker %v after undecided calls, want closed", got)
+	}
+	b.set(halfOpen)
+	if !b.allow() {
+		t.Fatal("half-open breaker refused its probe")
+	}
+	b.undecided()
+	if !b.allow() {
+		t.Fatal("an undecided probe kept the half-open breaker from probing again")
 	}
 }

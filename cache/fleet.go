@@ -46,14 +46,12 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
 		won, err := c.rdb.SetNX(rctx, leaseKey(key), token, ttl).Result()
+		c.judgeShort(rctx, err)
 		cancel()
 		if err != nil {
-			var reply redis.Error
-			c.breaker.done(errors.As(err, &reply))
 			c.metrics.redisErrors.Inc("lease")
 			return nil, ""
 		}
-		c.breaker.done(true)
 		if won {
 			if waited {
 				// The holder may have written its value and released the

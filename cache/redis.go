@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -260,5 +261,27 @@ func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 			}
 		}()
 		return nil, context.Cause(wait)
+	}
+}
+
+// judgeShort tells the breaker how a call made under RedisTimeout went:
+// a reply (even an error reply) is Redis being there; a call we stopped
+// waiting for is undecided; a failed connection is a failure.
+func (c *Cache) judgeShort(ctx context.Context, err error) {
+	var reply redis.Error
+	var op *net.OpError
+	var timeout net.Error
+	switch {
+	case err == nil || errors.Is(err, redis.Nil) || errors.As(err, &reply):
+		c.breaker.done(true)
+	case errors.As(err, &op) && op.Op == "dial" && !op.Timeout():
+		// Nobody listens there: that is news about Redis, however late.
+		c.breaker.done(false)
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
+		// Out of time (go-redis reports it as a context or a network
+		// timeout): too soon to say Redis is sick.
+		c.breaker.undecided()
+	default:
+		c.breaker.done(false)
 	}
 }

@@ -108,13 +108,11 @@ func (c *Cache) readGens(ctx context.Context, tags []string) (gens []uint64, ok 
 		cmds[i] = pipe.Get(ctx, genKey(t))
 	}
 	_, err := pipe.Exec(ctx)
+	c.judgeShort(ctx, err)
 	if err != nil && !errors.Is(err, redis.Nil) {
-		var reply redis.Error
-		c.breaker.done(errors.As(err, &reply))
 		c.metrics.redisErrors.Inc("get")
 		return nil, false
 	}
-	c.breaker.done(true)
 	gens = make([]uint64, len(tags))
 	for i, cmd := range cmds {
 		s, err := cmd.Result()
