@@ -7,12 +7,24 @@ import (
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
-// Breaker settings: after breakerThreshold consecutive failed Redis calls
+// Breaker settings. The breaker judges Redis by the fraction of failed
+// calls over the last breakerWindow (in breakerBuckets slices of it): once
+// at least breakerMinCalls were made and breakerFailRatio of them failed,
 // the cache stops calling Redis for breakerCooldown, then lets one call
 // through as a probe; its success closes the breaker, its failure opens it
 // for another cool-down.
+//
+// A call that the request stopped waiting for (RedisTimeout) is not a
+// failure by itself: a saturated CPU delays the reply's goroutine as much
+// as Redis would. It counts as a failure only when no reply came within
+// sickAfter (see Cache.get); a reply that came late, but came, is a
+// success. So a replica busy on its CPU keeps its shared tier, and a hung
+// or unreachable Redis still opens the breaker within about a second.
 const (
-	breakerThreshold = 5
+	breakerWindow    = 10 * time.Second
+	breakerBuckets   = 10
+	breakerMinCalls  = 10
+	breakerFailRatio = 0.5
 	breakerCooldown  = 2 * time.Second
 )
 
@@ -32,10 +44,18 @@ type breaker struct {
 
 	mu       sync.Mutex
 	state    breakerState
-	failures int
+	buckets  [breakerBuckets]bucket
 	openedAt time.Time
 	probing  bool // half-open, and the probe call is out
 }
+
+// A bucket counts the calls of one slice of the window.
+type bucket struct {
+	slice      int64 // which slice of time (now / bucket width) it counts
+	calls, bad int
+}
+
+const bucketWidth = breakerWindow / breakerBuckets
 
 // allow reports whether a Redis call may be made now. Every call allowed
 // must be followed by one done.
@@ -70,29 +90,50 @@ func (b *breaker) isOpen() bool {
 }
 
 // done records the result of an allowed call: ok is false when Redis
-// could not be reached or did not answer in time.
+// could not be reached or did not answer within sickAfter.
 func (b *breaker) done(ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ok {
-		b.failures = 0
+	switch b.state {
+	case halfOpen:
 		b.probing = false
-		if b.state != closed {
+		if ok {
+			b.reset()
 			b.set(closed)
+		} else {
+			b.openedAt = b.now()
+			b.set(open)
 		}
 		return
+	case open:
+		// A call allowed before the breaker opened: the window starts
+		// again when it closes.
+		return
 	}
-	b.failures++
-	switch {
-	case b.state == halfOpen:
-		b.probing = false
-		b.openedAt = b.now()
-		b.set(open)
-	case b.state == closed && b.failures >= breakerThreshold:
-		b.openedAt = b.now()
+	now := b.now()
+	slice := now.UnixNano() / int64(bucketWidth)
+	cur := &b.buckets[slice%breakerBuckets]
+	if cur.slice != slice {
+		*cur = bucket{slice: slice}
+	}
+	cur.calls++
+	if ok {
+		return
+	}
+	cur.bad++
+	calls, bad := 0, 0
+	for _, k := range b.buckets {
+		if slice-k.slice < breakerBuckets {
+			calls, bad = calls+k.calls, bad+k.bad
+		}
+	}
+	if calls >= breakerMinCalls && float64(bad) >= breakerFailRatio*float64(calls) {
+		b.openedAt = now
 		b.set(open)
 	}
 }
+
+func (b *breaker) reset() { b.buckets = [breakerBuckets]bucket{} }
 
 func (b *breaker) set(s breakerState) {
 	b.state = s

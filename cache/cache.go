@@ -110,6 +110,7 @@ type Cache struct {
 	queues      [writers]chan writeOp
 	seed        maphash.Seed
 	pending     sync.WaitGroup // queued writes, for tests
+	calls       sync.WaitGroup // Redis reads not yet judged by the breaker, for tests
 	writersDone sync.WaitGroup
 	abort       chan struct{} // closed when Close stops waiting for writes
 	closeOnce   sync.Once

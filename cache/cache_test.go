@@ -668,17 +668,17 @@ func TestCorruptValuesAreMisses(t *testing.T) {
 	}{
 		{"garbage", func(t *testing.T, e *env, key string) { e.m.Set(key, "garbage") }},
 		{"truncated", func(t *testing.T, e *env, key string) {
-			v, _ := e.m.Get(key)
+			v := mustGet(t, e, key)
 			e.m.Set(key, v[:len(v)-1])
 		}},
 		{"bit flip", func(t *testing.T, e *env, key string) {
-			v := []byte(mustGet(e, key))
+			v := []byte(mustGet(t, e, key))
 			v[len(v)/2] ^= 1
 			e.m.Set(key, string(v))
 		}},
 		{"another key's value", func(t *testing.T, e *env, key string) {
 			other := Key(detail(t, "items", "other"))
-			e.m.Set(key, mustGet(e, other))
+			e.m.Set(key, mustGet(t, e, other))
 		}},
 		{"a list", func(t *testing.T, e *env, key string) {
 			e.m.Del(key)
@@ -707,17 +707,20 @@ func TestCorruptValuesAreMisses(t *testing.T) {
 				t.Errorf("corrupt values counted = %d, want 1", got)
 			}
 			// Deleted, then replaced by the reload, in that order.
-			if _, err := decode(Key(q), []byte(mustGet(e, Key(q)))); err != nil {
+			if _, err := decode(Key(q), []byte(mustGet(t, e, Key(q)))); err != nil {
 				t.Errorf("value after the reload: %v", err)
 			}
 		})
 	}
 }
 
-func mustGet(e *env, key string) string {
+// mustGet returns the value of key in miniredis, failing the test when
+// there is none (a write that did not arrive).
+func mustGet(t *testing.T, e *env, key string) string {
+	t.Helper()
 	v, err := e.m.Get(key)
-	if err != nil {
-		panic(err)
+	if err != nil || v == "" {
+		t.Fatalf("Redis value of %s: %q, %v", key, v, err)
 	}
 	return v
 }
@@ -769,12 +772,7 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	untilBreakerCloses(t, e)
-	q := detail(t, "items", "after")
-	e.load(t, q)
-	e.settle()
-	if !e.m.Exists(Key(q)) {
-		t.Error("no write after Redis came back")
-	}
+	untilWritten(t, e, e.m.Exists)
 }
 
 func TestRedisWriteErrorsDoNotStopReads(t *testing.T) {
@@ -785,7 +783,7 @@ func TestRedisWriteErrorsDoNotStopReads(t *testing.T) {
 	// Writes fail with a reply error (as with maxmemory and noeviction);
 	// the breaker stays closed.
 	e.m.SetError("OOM command not allowed when used memory > 'maxmemory'")
-	for i := range 2 * breakerThreshold {
+	for i := range 2 * breakerMinCalls {
 		e.load(t, detail(t, "items", fmt.Sprintf("i%d", i)))
 	}
 	e.settle()

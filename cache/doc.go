@@ -100,11 +100,14 @@
 //
 // # Failure policy
 //
-// Redis is optional at run time. Each call has RedisTimeout (50ms by
-// default); an error or timeout is a miss, or a skipped write. After 5
-// consecutive failed calls a circuit breaker skips Redis for 2s, then lets
-// one call through as a probe. Reply errors (out of memory, read-only)
-// count but do not open it, so reads go on when only writes fail. Writes
+// Redis is optional at run time. A request waits RedisTimeout (50ms by
+// default) for a read; an error or timeout is a miss. The read itself goes
+// on, detached, and counts against Redis only when Redis errs or no reply
+// came within a second: a reply late because the process was short of CPU
+// is a success. When at least half of 10 or more calls over the last 10s
+// failed, a circuit breaker skips Redis for 2s, then lets one call through
+// as a probe. Reply errors (out of memory, read-only) count as successes:
+// Redis is there, so reads go on when only writes fail. Writes
 // never happen on the request path: they go through bounded queues (four
 // writers; a key always uses the same one, so its writes keep their
 // order), are dropped and counted when a queue is full or the breaker is

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"hash/fnv"
+	"io"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type entry struct {
 	storedAt     time.Time
 	fresh        time.Duration // freshness from storedAt
 	stale        time.Duration // serve-stale window after freshness
+	held         int           // bytes behind body when more than cap(body) (a decoded value's whole buffer)
 }
 
 func (e *entry) freshUntil() time.Time { return e.storedAt.Add(e.fresh) }
@@ -46,8 +48,11 @@ func (e *entry) isFresh(now time.Time) bool { return now.Before(e.freshUntil()) 
 // within its serve-stale window.
 func (e *entry) isUsable(now time.Time) bool { return now.Before(e.staleUntil()) }
 
-// size estimates the memory e holds, for the in-process tier's bound.
-func (e *entry) size() int64 { return int64(len(e.body)+len(e.etag)) + 160 }
+// size estimates the memory e holds, for the in-process tier's bound:
+// the whole array behind the body (its capacity, not its length: a body
+// sliced from a larger buffer keeps all of it alive), the ETag and the
+// struct.
+func (e *entry) size() int64 { return int64(max(cap(e.body), e.held)+len(e.etag)) + 160 }
 
 // ttl is the Cache-Status ttl of e at now: its remaining freshness in
 // whole seconds, negative once stale.
@@ -65,24 +70,50 @@ func (e *entry) ttl(now time.Time) int64 {
 }
 
 // gzipPool recycles gzip writers, whose set-up allocates most of what a
-// compression costs. One per Cache, not package state.
-type gzipPool struct{ p sync.Pool }
+// compression costs, and the buffers they write into. One per Cache, not
+// package state.
+type gzipPool struct{ p, bufs sync.Pool }
 
+// compress returns body gzip-compressed, in a slice of exactly its length:
+// the entry that keeps it holds nothing more than it is charged for.
 func (g *gzipPool) compress(body []byte) []byte {
 	zw, _ := g.p.Get().(*gzip.Writer)
-	var out bytes.Buffer
+	out, _ := g.bufs.Get().(*bytes.Buffer)
+	if out == nil {
+		out = new(bytes.Buffer)
+	}
+	out.Reset()
 	out.Grow(len(body)/3 + 64)
 	if zw == nil {
 		// Level 5: most of the ratio of 9 at a fraction of its cost.
-		zw, _ = gzip.NewWriterLevel(&out, 5)
+		zw, _ = gzip.NewWriterLevel(out, 5)
 	} else {
-		zw.Reset(&out)
+		zw.Reset(out)
 	}
 	// Writes to a bytes.Buffer cannot fail.
 	_, _ = zw.Write(body)
 	_ = zw.Close()
+	zw.Reset(io.Discard) // the pooled writer must not keep the buffer
 	g.p.Put(zw)
-	return out.Bytes()
+	z := bytes.Clone(out.Bytes())
+	if out.Cap() <= maxPooledBuf {
+		g.bufs.Put(out)
+	}
+	return z
+}
+
+// maxPooledBuf bounds the compression buffers kept for reuse: one huge
+// body must not pin its buffer for ever.
+const maxPooledBuf = 1 << 20
+
+// rightSized returns b, or a copy of it when the array behind it is much
+// larger than b (a loader's body sliced from a bigger buffer): a cached
+// entry keeps what it holds for minutes.
+func rightSized(b []byte) []byte {
+	if cap(b)-len(b) > len(b)/8+64 {
+		return bytes.Clone(b)
+	}
+	return b
 }
 
 // newEntry builds the entry for a loaded representation: the body is
@@ -100,11 +131,11 @@ func (c *Cache) newEntry(rep *render.Representation, now time.Time, fresh, stale
 	}
 	switch {
 	case rep.Gzip != nil:
-		e.gzip, e.body = true, rep.Gzip
+		e.gzip, e.body = true, rightSized(rep.Gzip)
 	case len(rep.Body) >= minGzip:
 		e.gzip, e.body = true, c.gzip.compress(rep.Body)
 	default:
-		e.body = rep.Body
+		e.body = rightSized(rep.Body)
 	}
 	if e.etag == "" {
 		sum := sha256.Sum256(e.body)
@@ -176,7 +207,8 @@ func encode(key string, e *entry) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// decode parses a value stored under key. The entry's body aliases b.
+// decode parses a value stored under key. The entry's body aliases b, and
+// the entry is charged for all of b.
 func decode(key string, b []byte) (*entry, error) {
 	if len(b) < headerLen+2+4+checksumLen || string(b[:4]) != valueMagic {
 		return nil, errCorrupt
@@ -217,5 +249,6 @@ func decode(key string, b []byte) (*entry, error) {
 		return nil, errCorrupt
 	}
 	e.body = rest[:n:n]
+	e.held = cap(b) // the body keeps the whole value alive
 	return e, nil
 }

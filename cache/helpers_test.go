@@ -207,6 +207,10 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		NotFoundTTL: 5 * time.Second,
 		Metrics:     e.metrics,
 		Now:         e.clock.Now,
+		// Generous: on a busy machine a healthy Redis must not look
+		// like a miss. (miniredis never hangs; a closed one refuses at
+		// once.)
+		RedisTimeout: 5 * time.Second,
 	}
 	for _, o := range opts {
 		o(e)
@@ -247,10 +251,12 @@ func (e *env) advance(d time.Duration) {
 	}
 }
 
-// settle waits for background refreshes, then for queued writes.
+// settle waits for background refreshes, then for queued writes, then
+// for the breaker to have judged every read.
 func (e *env) settle() {
 	e.c.refreshes.Wait()
 	e.c.pending.Wait()
+	e.c.calls.Wait()
 }
 
 func (e *env) load(t testing.TB, q *sources.Query) *render.Representation {

@@ -75,10 +75,10 @@ func TestBreaker(t *testing.T) {
 	g := newMetrics(metrics.NewMetrics()).breakerState
 	b := breaker{now: clk.Now, gauge: g}
 	b.set(closed)
-	fail := func(n int) {
+	calls := func(n int, ok bool) {
 		for range n {
 			if b.allow() {
-				b.done(false)
+				b.done(ok)
 			}
 		}
 	}
@@ -96,13 +96,34 @@ func TestBreaker(t *testing.T) {
 		}
 	}
 
-	fail(breakerThreshold - 1)
-	b.allow()
-	b.done(true) // a success resets the count
-	fail(breakerThreshold - 1)
-	check("after 4 failures", state{closed, 0, true})
-	b.done(false) // the fifth
-	check("after 5 failures", state{open, 1, false})
+	// A busy process: a run of timeouts among many good calls is not a
+	// sick Redis (five in a row used to open the breaker).
+	calls(40, true)
+	calls(15, false)
+	check("15 failures after 40 successes", state{closed, 0, true})
+	b.done(true) // the check's allowed call
+
+	// Failures age out of the window.
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls-1, false)
+	check("too few calls to judge", state{closed, 0, true})
+	b.done(true)
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls-1, false)
+	check("old failures forgotten", state{closed, 0, true})
+	b.done(true)
+
+	// Half the calls of the window failing opens it.
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls/2, true)
+	calls(breakerMinCalls/2-1, false)
+	check("just under half failed", state{closed, 0, true})
+	b.done(false)
+	check("half failed", state{open, 1, false})
+
+	// A call allowed before it opened says nothing once it is open.
+	b.done(true)
+	check("a late success while open", state{open, 1, false})
 
 	clk.Advance(breakerCooldown)
 	check("after the cool-down", state{open, 1, true}) // this allow is the probe
@@ -121,4 +142,8 @@ func TestBreaker(t *testing.T) {
 	}
 	b.done(true)
 	check("successful probe", state{closed, 0, true})
+	b.done(true)
+	// The window starts again: the failures before it opened are gone.
+	calls(4, false)
+	check("fresh window after closing", state{closed, 0, true})
 }

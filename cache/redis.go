@@ -27,29 +27,21 @@ type writeOp struct {
 // Redis could not be asked or did not answer (breaker open, error,
 // timeout): the caller then falls back on what it has. A missing key is
 // (nil, true); a value that does not decode is counted, queued for
-// deletion and reported as missing.
+// deletion and reported as missing. get tells the breaker how the call
+// went.
 func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 	if c.rdb == nil || !c.breaker.allow() {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
 	b, err := c.get(ctx, key)
-	cancel()
 	switch {
 	case err == nil:
-		c.breaker.done(true)
 	case errors.Is(err, redis.Nil):
-		c.breaker.done(true)
 		return nil, true
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		// Something else lives under our key: foreign.
-		c.breaker.done(true)
 		b = nil
 	default:
-		// A reply error (loading, out of memory) came back fast: Redis
-		// is there, so it does not count towards the breaker.
-		var reply redis.Error
-		c.breaker.done(errors.As(err, &reply))
 		c.metrics.redisErrors.Inc("get")
 		c.log.Debug("cache: redis get failed", "error", err)
 		return nil, false
@@ -63,6 +55,19 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 	}
 	return e, true
 }
+
+// redisHealthy reports whether a call's error leaves Redis looking well:
+// no error, a missing key, or a reply error (loading, out of memory,
+// WRONGTYPE: it came back, so Redis is there).
+func redisHealthy(err error) bool {
+	var reply redis.Error
+	return err == nil || errors.As(err, &reply)
+}
+
+// sickAfter is how long a call may go unanswered before it counts
+// against Redis: well past any scheduling delay of a busy process, well
+// short of the connection's own read timeout.
+func (c *Cache) sickAfter() time.Duration { return max(time.Second, 4*c.redisTimeout) }
 
 // enqueue hands a write to its writer without waiting. It is dropped
 // (and counted) when the cache is closed, the breaker is open or the
@@ -112,7 +117,9 @@ func (c *Cache) write(op writeOp) {
 		c.metrics.writesDropped.Inc("breaker_open")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.redisTimeout)
+	// Off the request path: a write may take as long as it takes to
+	// tell a slow reply from a sick Redis.
+	ctx, cancel := context.WithTimeout(context.Background(), c.sickAfter())
 	defer cancel()
 	var err error
 	opName := "set"
@@ -124,38 +131,75 @@ func (c *Cache) write(op writeOp) {
 	}
 	// A reply error (out of memory, read-only replica) means Redis is
 	// there: it counts, but does not trip the breaker, so reads go on.
-	var reply redis.Error
-	c.breaker.done(err == nil || errors.As(err, &reply))
+	c.breaker.done(redisHealthy(err))
 	if err != nil {
 		c.metrics.redisErrors.Inc(opName)
 		c.log.Debug("cache: redis write failed", "op", opName, "error", err)
 	}
 }
 
-// get reads key: through go-redis's auto-pipeliner when the client has
-// one, so that concurrent hits share round trips, else with a plain GET.
-// The pipeliner runs commands on its own context (a queued command does
-// not see our deadline; its batch is bounded by the connection's
-// read/write timeouts), so the reply is awaited here only as long as ctx
-// allows: a hung Redis costs a request RedisTimeout, never more.
+// get reads key, and tells the breaker how the call went: through
+// go-redis's auto-pipeliner when the client has one, so that concurrent
+// hits share round trips, else with a plain GET.
+//
+// The request waits for the reply only as long as ctx and RedisTimeout
+// allow: a hung Redis costs a request RedisTimeout, never more. The call
+// itself goes on, detached from the request, for up to sickAfter; only
+// then is it a failure for the breaker. A reply that came after the
+// request gave up (a process short of CPU wakes its goroutines late) is
+// a success, and a request cancelled by its client says nothing about
+// Redis.
 func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
-	if c.pipe == nil {
-		return c.rdb.Get(ctx, key).Bytes()
-	}
 	type reply struct {
 		b   []byte
 		err error
 	}
+	start := time.Now()
+	sick := c.sickAfter()
 	done := make(chan reply, 1)
-	// Ends when the pipeliner answers: within the connection's timeouts.
+	c.calls.Add(1)
+	// Ends within sickAfter (the plain GET's deadline) or when the
+	// pipeliner answers (within the connection's timeouts).
 	go func() {
-		b, err := c.pipe.Get(ctx, key).Bytes()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sick)
+		defer cancel()
+		var cmd *redis.StringCmd
+		if c.pipe != nil {
+			// The pipeliner runs commands on its own context.
+			cmd = c.pipe.Get(cctx, key)
+		} else {
+			cmd = c.rdb.Get(cctx, key)
+		}
+		b, err := cmd.Bytes()
 		done <- reply{b, err}
 	}()
+	wait, cancel := context.WithTimeout(ctx, c.redisTimeout)
+	defer cancel()
 	select {
 	case r := <-done:
+		c.breaker.done(redisHealthy(r.err) && time.Since(start) < sick)
+		c.calls.Done()
 		return r.b, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case <-wait.Done():
+		// Ends within sickAfter of start.
+		go func() {
+			defer c.calls.Done()
+			t := time.NewTimer(sick - time.Since(start))
+			defer t.Stop()
+			select {
+			case r := <-done:
+				c.breaker.done(redisHealthy(r.err))
+			case <-t.C:
+				// Look again: the timer and the reply may have been
+				// ready together after a long wait for the CPU.
+				select {
+				case r := <-done:
+					c.breaker.done(redisHealthy(r.err))
+				default:
+					c.breaker.done(false)
+				}
+			}
+		}()
+		return nil, context.Cause(wait)
 	}
 }

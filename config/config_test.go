@@ -50,6 +50,7 @@ func TestDefaults(t *testing.T) {
 		{"NotFoundTTL", c.Cache.NotFoundTTL, 5 * time.Second},
 		{"AssetTTL", c.Cache.AssetTTL, 10 * time.Minute},
 		{"ShutdownGrace", c.ShutdownGrace, 10 * time.Second},
+		{"MaxConns", c.MaxConns, 4096},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -62,6 +63,7 @@ func TestOverrides(t *testing.T) {
 		"PORT", "8080", "PRODAPI_URL_PREFIX", "/api/", "PRODAPI_URL", "https://news.example/",
 		"PRODAPI_AUTH_ENABLED", "Off", "PRODAPI_CACHE_TTL", "30", "PRODAPI_CACHE_TTL_ITEMS", "5s",
 		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
+		"PRODAPI_MAX_CONNS", "100",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +73,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.Cache.TTL("items", true) != 5*time.Second || c.Cache.TTL("desks", true) != 30*time.Second || c.Cache.TTL("users", false) != 30*time.Second {
 		t.Errorf("TTLs: items %v desks %v users %v", c.Cache.TTL("items", true), c.Cache.TTL("desks", true), c.Cache.TTL("users", false))
+	}
+	if c.MaxConns != 100 {
+		t.Errorf("MaxConns %d, want 100", c.MaxConns)
 	}
 	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second || c.Cache.LocalBytes != -1 {
 		t.Errorf("subfolder %q leeway %v", c.ObjStore.Subfolder, c.AuthLeeway)
@@ -86,13 +91,13 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PORT", "http", "PRODAPI_AUTH_ENABLED", "yes please", "PRODAPI_CACHE_TTL", "soon",
 		"MONGO_URI", "postgres://x", "ELASTICSEARCH_URL", "localhost:9200", "REDIS_URL", "memcache://x",
 		"AUTH_LEEWAY", "5m", "PRODAPI_CACHE_STALE", "-1s", "PRODAPI_URL_PREFIX", "a b",
-		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m",
+		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m", "PRODAPI_MAX_CONNS", "0",
 	))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
-		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS"} {
+		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

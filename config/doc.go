@@ -35,6 +35,7 @@
 //	PRODAPI_CACHE_LOCAL_TTL     2s          in-process entry lifetime
 //	PRODAPI_SHUTDOWN_GRACE      10s         drain time on SIGTERM
 //	PRODAPI_READ_HEADER_TIMEOUT 5s, PRODAPI_READ_TIMEOUT 10s, PRODAPI_WRITE_TIMEOUT 30s, PRODAPI_IDLE_TIMEOUT 2m
+//	PRODAPI_MAX_CONNS           4096        client connections held open; at the cap a new one closes the longest idle one
 //
 // Durations take Go syntax (10s, 5m) or a number of seconds.
 package config

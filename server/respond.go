@@ -134,26 +134,52 @@ func matchesETag(header, etag string) bool {
 	return false
 }
 
-// acceptsGzip reports whether Accept-Encoding allows gzip (a q of 0
-// refuses it).
+// acceptsGzip reports whether Accept-Encoding allows gzip (RFC 9110
+// §12.5.3): gzip (or x-gzip) named with a q above 0, or else * with a q
+// above 0. Names and the q parameter are case-insensitive; q=0 means "not
+// acceptable", and an explicit gzip entry overrides *. An element whose q
+// does not parse is ignored.
 func acceptsGzip(r *http.Request) bool {
+	gzipQ, starQ := -1.0, -1.0
 	for _, v := range r.Header.Values("Accept-Encoding") {
 		for part := range strings.SplitSeq(v, ",") {
-			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding, params, _ := strings.Cut(part, ";")
 			coding = strings.TrimSpace(coding)
-			if !strings.EqualFold(coding, "gzip") && coding != "*" {
+			q, ok := qValue(params)
+			if !ok {
 				continue
 			}
-			q := strings.TrimSpace(params)
-			if v, ok := strings.CutPrefix(q, "q="); ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
-					return false
-				}
+			switch {
+			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
+				gzipQ = max(gzipQ, q)
+			case coding == "*":
+				starQ = max(starQ, q)
 			}
-			return true
 		}
 	}
-	return false
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return starQ > 0
+}
+
+// qValue returns the weight among an Accept-Encoding element's
+// parameters: 1 when there is none; ok is false when it is not a number
+// from 0 to 1.
+func qValue(params string) (q float64, ok bool) {
+	q = 1
+	for p := range strings.SplitSeq(params, ";") {
+		name, val, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "q") {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil || f < 0 || f > 1 {
+			return 0, false
+		}
+		q = f
+	}
+	return q, true
 }
 
 func gunzip(b []byte) ([]byte, error) {

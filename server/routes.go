@@ -14,8 +14,8 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// Outermost first: every request gets an id, then one access-log line
 	// (which must wrap recovery to log the 500 it writes), then panic
-	// recovery, then the request-target limit, before routing.
-	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.limitTarget)
+	// recovery, then the request-target and header limits, before routing.
+	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
 	r.NotFound(s.handle(s.notFound))
 	r.MethodNotAllowed(s.handle(s.methodNotAllowed))
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -391,8 +392,9 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// Oversized headers are refused by the HTTP server itself (431) before
-// any handler, auth or backend work.
+// Oversized headers are refused (431) before any handler, auth or
+// backend work, and net/http's own refusals (a malformed Host) come in
+// the error envelope too.
 func TestHeaderLimit(t *testing.T) {
 	in := start(t)
 	req, _ := http.NewRequest(http.MethodGet, in.base+"/prodapi/v1/items", nil)
@@ -401,11 +403,28 @@ func TestHeaderLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("70 KiB of headers: %d, want 431", res.StatusCode)
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !strings.HasPrefix(string(b), `{"_status":"ERR","_error":{"code":431,`) {
+		t.Errorf("70 KiB of headers: %d %s, want 431 in the envelope", res.StatusCode, b)
 	}
 	if q := in.sourceQueries(t); q != 0 {
 		t.Errorf("a refused request cost %v backend queries", q)
+	}
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(in.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /prodapi/v1/items HTTP/1.1\r\nHost: a b\r\n\r\n")
+	res, err = http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 400 || !strings.HasPrefix(string(b), `{"_status":"ERR","_error":{"code":400,`) {
+		t.Errorf("malformed Host: %d %s, want 400 in the envelope", res.StatusCode, b)
 	}
 }

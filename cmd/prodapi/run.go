@@ -73,7 +73,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	if cfg.Debug {
 		level = slog.LevelDebug
 	}
-	logs := newLogOutput(e.stderr)
+	registry := metrics.NewMetrics()
+	logs := newLogOutput(e.stderr, registry.Counter("prodapi_log_lines_dropped_total",
+		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	if cfg.AuthEnabled && len(cfg.Secret) < config.MinSecretLength {
@@ -83,7 +85,6 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	registry := metrics.NewMetrics()
 	b, err := openBackends(ctx, cfg, registry.SourceQueries(), logger)
 	if err != nil {
 		return err
@@ -128,14 +129,21 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	limit := newConnLimiter(cfg.MaxConns, registry)
+	// net/http's own plain-text errors (malformed Host, oversized
+	// headers) leave in the error envelope.
+	ln = limit.listener(server.EnvelopeListener(ln))
 	hs := &http.Server{
 		Handler:           srv.Handler(),
+		ConnState:         limit.connState,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Read more than our limit, so the handler answers oversized
+		// headers (431) and request lines (414) in the envelope.
+		MaxHeaderBytes: server.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
 	if cfg.Sandbox != "" {
