@@ -862,8 +862,8 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`prodapi_cache_requests_total{resource="items",outcome="miss"} 1`,
-		`prodapi_cache_requests_total{resource="items",outcome="hit"} 1`,
+		`prodapi_cache_requests_total{outcome="miss",resource="items"} 1`,
+		`prodapi_cache_requests_total{outcome="hit",resource="items"} 1`,
 		`prodapi_cache_redis_breaker_state 0`,
 		`# TYPE prodapi_cache_local_bytes gauge`,
 		`# TYPE prodapi_cache_local_evictions_total counter`,

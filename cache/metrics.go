@@ -25,12 +25,29 @@ type series struct {
 	localBytes     *metrics.Gauge
 	localEntries   *metrics.Gauge
 	localEvictions *metrics.Counter
+	// Redis call durations by op, resolved once: a Redis-tier hit
+	// observes without a lookup.
+	redisGet, redisSet, redisDel metrics.Observer
 }
 
 func newMetrics(m *metrics.Metrics) *series {
+	var s *series
 	if m == nil {
-		return &series{}
+		s = &series{}
+	} else {
+		s = newSeries(m)
 	}
+	var redisTime *metrics.Histogram // nil without m: observes nothing
+	if m != nil {
+		redisTime = m.Histogram("prodapi_cache_redis_duration_seconds",
+			"Time a Redis call took, from sending it to its reply, by operation (get, set, del); a get given up on is timed to its reply.",
+			nil, "op")
+	}
+	s.redisGet, s.redisSet, s.redisDel = redisTime.Observer("get"), redisTime.Observer("set"), redisTime.Observer("del")
+	return s
+}
+
+func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		requests: m.Counter("prodapi_cache_requests_total",
 			"Requests to the cache, by resource and outcome (hit, stale, miss, collapsed, bypass, error).",

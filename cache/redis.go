@@ -123,11 +123,14 @@ func (c *Cache) write(op writeOp) {
 	defer cancel()
 	var err error
 	opName := "set"
+	start := time.Now()
 	if op.val == nil {
 		opName = "del"
 		err = c.rdb.Del(ctx, op.key).Err()
+		c.metrics.redisDel.Observe(time.Since(start).Seconds())
 	} else {
 		err = c.rdb.Set(ctx, op.key, op.val, op.ttl).Err()
+		c.metrics.redisSet.Observe(time.Since(start).Seconds())
 	}
 	// A reply error (out of memory, read-only replica) means Redis is
 	// there: it counts, but does not trip the breaker, so reads go on.
@@ -171,6 +174,7 @@ func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 			cmd = c.rdb.Get(cctx, key)
 		}
 		b, err := cmd.Bytes()
+		c.metrics.redisGet.Observe(time.Since(start).Seconds())
 		done <- reply{b, err}
 	}()
 	wait, cancel := context.WithTimeout(ctx, c.redisTimeout)

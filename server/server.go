@@ -14,6 +14,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -40,6 +42,10 @@ type Options struct {
 	// access lines go through Logger.
 	AccessLog io.Writer
 	Now       func() time.Time
+	// Tracer, when set, gives every request a server span that honours
+	// the client's W3C traceparent, and exemplars to the request-duration
+	// histogram. Nil: no tracing, at no cost.
+	Tracer trace.TracerProvider
 }
 
 // A Check is one dependency /readyz probes.
@@ -70,6 +76,10 @@ type Server struct {
 	headers        *headerMemo
 	requests       *metrics.Counter
 	panics         *metrics.Counter
+	inFlight       metrics.GaugeSeries
+	durations      *durationTable
+	metricsHandler http.Handler
+	tracer         trace.Tracer // nil: no spans
 }
 
 // New returns a server answering list and detail requests with load.
@@ -102,6 +112,15 @@ func New(load render.Loader, opts Options) *Server {
 	}
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
+	s.inFlight = s.metrics.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series()
+	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
+		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
+			"(hit, stale, miss, collapsed, bypass, error, none).",
+		nil, "route", "outcome"))
+	s.metricsHandler = s.metrics.Handler()
+	if opts.Tracer != nil {
+		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
+	}
 	s.ids = newRequestIDs()
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger}

@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
@@ -22,6 +24,12 @@ import (
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
+// telemetry is what the backends count and trace into.
+type telemetry struct {
+	queries *metrics.Queries
+	tracer  trace.TracerProvider // nil: no spans
+}
+
 // backends are the clients main owns: it creates them here and closes
 // them, in reverse order, after the server has stopped.
 type backends struct {
@@ -31,6 +39,7 @@ type backends struct {
 	checks   []server.Check
 	describe slog.Value
 	closers  []func(context.Context) error
+	tracer   trace.TracerProvider // nil: no spans
 }
 
 // openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
@@ -38,7 +47,8 @@ type backends struct {
 // lists, and media from object storage (OBJSTORE_CONTAINER_NAME) or
 // GridFS. Nothing here waits for a server: the service starts while Mongo
 // or Elastic are down and answers 503 until they come back.
-func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
+func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger *slog.Logger) (*backends, error) {
+	queries := tel.queries
 	if cfg.Sandbox != "" {
 		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries})
 		if err != nil {
@@ -57,8 +67,12 @@ func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Count
 		}, nil
 	}
 
-	b := &backends{logger: logger}
-	mc, err := mongo.Connect(mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout))
+	b := &backends{logger: logger, tracer: tel.tracer}
+	mo := mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout)
+	if tel.tracer != nil {
+		mo.SetMonitor(mongosrc.TraceMonitor(tel.tracer))
+	}
+	mc, err := mongo.Connect(mo)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the MongoDB client for %s: %s", cfg.MongoURI, redact(err, cfg.MongoURI))
 	}
@@ -66,7 +80,11 @@ func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Count
 	dbName := mongosrc.DatabaseName(string(cfg.MongoURI))
 	docs := mongosrc.New(mc.Database(dbName), mongosrc.Options{Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
 
-	ec, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout))
+	ecfg := essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout)
+	if tel.tracer != nil {
+		ecfg.Instrumentation = elasticsearch.NewOpenTelemetryInstrumentation(tel.tracer, false)
+	}
+	ec, err := elasticsearch.NewClient(ecfg)
 	if err != nil {
 		b.close(logger)
 		return nil, fmt.Errorf("configuring the Elasticsearch client for %s: %s", cfg.ElasticURL, redact(err, cfg.ElasticURL))
@@ -111,6 +129,12 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 	rdb, err := cache.NewRedis(string(cfg.Cache.RedisURL))
 	if err != nil {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
+	}
+	if b.tracer != nil {
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(b.tracer), redisotel.WithDBStatement(false)); err != nil {
+			rdb.Close()
+			return nil, fmt.Errorf("tracing Redis: %w", err)
+		}
 	}
 	// go-redis reports dial failures through its own package-level logger;
 	// main owns process-wide settings, so route it into our JSON log.

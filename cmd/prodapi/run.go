@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
@@ -30,6 +32,9 @@ type env struct {
 	// ready, when set, receives the bound address once the server
 	// listens (tests listen on 127.0.0.1:0).
 	ready func(addr string)
+	// build names the binary in prodapi_build_info; empty fields come
+	// from the binary's build information.
+	build metrics.Build
 }
 
 func run(ctx context.Context, e env) error {
@@ -74,6 +79,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		level = slog.LevelDebug
 	}
 	registry := metrics.NewMetrics()
+	registry.Register(e.build)
 	logs := newLogOutput(e.stderr, registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
@@ -85,7 +91,25 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	b, err := openBackends(ctx, cfg, registry.SourceQueries(), logger)
+	sdk, err := tracing(ctx, e.getenv, e.stdout, e.build.Resolve().Version)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	var tracer trace.TracerProvider // nil: tracing off
+	if sdk != nil {
+		tracer = sdk
+		// Runs last: the spans of the drain and the cache's flush are
+		// exported too.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := sdk.Shutdown(sctx); err != nil {
+				logger.Warn("flushing traces", "error", err)
+			}
+		}()
+	}
+
+	b, err := openBackends(ctx, cfg, telemetry{queries: registry.SourceQueries(), tracer: tracer}, logger)
 	if err != nil {
 		return err
 	}
@@ -108,6 +132,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		LoadTimeout: 2 * cfg.BackendTimeout,
 		Metrics:     registry,
 		Logger:      logger,
+		Tracer:      tracer,
 	})
 	var assets sources.AssetStore
 	if b.assets != nil {
@@ -123,6 +148,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Metrics:   registry,
 		Logger:    logger,
 		AccessLog: logs,
+		Tracer:    tracer,
 	})
 
 	ln, err := net.Listen("tcp", *addr)

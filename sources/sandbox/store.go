@@ -26,7 +26,7 @@ type Options struct {
 	Latency time.Duration
 	// Queries counts queries (prodapi_source_queries_total) with backend
 	// label "sandbox"; nil counts nothing.
-	Queries *metrics.Counter
+	Queries *metrics.Queries
 	// Now anchors ES date math ("now-1d"); nil means time.Now.
 	Now func() time.Time
 }
@@ -198,6 +198,8 @@ func (s *Store) query(ctx context.Context, resource, op string) error {
 		return err
 	}
 	s.opts.Queries.Inc("sandbox", resource, op)
+	start := time.Now()
+	defer func() { s.opts.Queries.Observe(time.Since(start).Seconds(), "sandbox", resource, op) }()
 	if s.opts.Latency <= 0 {
 		return nil
 	}
