@@ -356,13 +356,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		}
 		return nil, err
 	}
-	return c.store(key, rep, fresh), nil
+	return c.store(ctx, key, rep, fresh), nil
 }
 
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
-func (c *Cache) store(key string, rep *render.Representation, fresh time.Duration) *fill {
+func (c *Cache) store(ctx context.Context, key string, rep *render.Representation, fresh time.Duration) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -376,7 +376,7 @@ func (c *Cache) store(key string, rep *render.Representation, fresh time.Duratio
 	now := c.now()
 	e := c.newEntry(rep, now, fresh, stale)
 	c.keepLocal(key, e, now)
-	c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh + stale})
+	c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh + stale, parent: c.spanOf(ctx)})
 	c.clearFailure(key)
 	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
@@ -432,7 +432,7 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 			c.log.Warn("cache: background refresh failed", "resource", q.Resource.Name, "error", err)
 			return
 		}
-		c.store(key, rep, fresh)
+		c.store(ctx, key, rep, fresh)
 		c.metrics.refreshes.Inc("ok")
 	}()
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Writes to Redis leave the request path: they are queued, per key on one
@@ -18,9 +21,39 @@ const (
 )
 
 type writeOp struct {
-	key string
-	val []byte // nil: delete the key
-	ttl time.Duration
+	key    string
+	val    []byte // nil: delete the key
+	ttl    time.Duration
+	parent trace.SpanContext // the request's span, when tracing: the write's span goes under it
+}
+
+// spanOf is the span of ctx when tracing, for a write to go under.
+func (c *Cache) spanOf(ctx context.Context) trace.SpanContext {
+	if c.tracer == nil {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(ctx)
+}
+
+// redisSpan starts the span of one Redis call when tracing; end ends it
+// with the call's error. Without a tracer both cost nothing.
+func (c *Cache) redisSpan(ctx context.Context, op string) (context.Context, trace.Span) {
+	if c.tracer == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, nil
+	}
+	return c.tracer.Start(ctx, "redis "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", "redis"), attribute.String("db.operation.name", op)))
+}
+
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 }
 
 // redisGet reads key from Redis under the Redis timeout. ok is false when
@@ -50,7 +83,7 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 	if err != nil {
 		c.metrics.corrupt.Inc()
 		c.log.Warn("cache: dropping a corrupt or foreign value", "key", key)
-		c.enqueue(writeOp{key: key})
+		c.enqueue(writeOp{key: key, parent: c.spanOf(ctx)})
 		return nil, true
 	}
 	return e, true
@@ -123,14 +156,21 @@ func (c *Cache) write(op writeOp) {
 	defer cancel()
 	var err error
 	opName := "set"
+	if op.parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, op.parent)
+	}
 	start := time.Now()
 	if op.val == nil {
 		opName = "del"
-		err = c.rdb.Del(ctx, op.key).Err()
+		sctx, span := c.redisSpan(ctx, "DEL")
+		err = c.rdb.Del(sctx, op.key).Err()
 		c.metrics.redisDel.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 	} else {
-		err = c.rdb.Set(ctx, op.key, op.val, op.ttl).Err()
+		sctx, span := c.redisSpan(ctx, "SET")
+		err = c.rdb.Set(sctx, op.key, op.val, op.ttl).Err()
 		c.metrics.redisSet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 	}
 	// A reply error (out of memory, read-only replica) means Redis is
 	// there: it counts, but does not trip the breaker, so reads go on.
@@ -166,6 +206,7 @@ func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sick)
 		defer cancel()
+		cctx, span := c.redisSpan(cctx, "GET")
 		var cmd *redis.StringCmd
 		if c.pipe != nil {
 			// The pipeliner runs commands on its own context.
@@ -175,6 +216,7 @@ func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 		}
 		b, err := cmd.Bytes()
 		c.metrics.redisGet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 		done <- reply{b, err}
 	}()
 	wait, cancel := context.WithTimeout(ctx, c.redisTimeout)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.opentelemetry.io/otel/trace"
@@ -39,7 +38,6 @@ type backends struct {
 	checks   []server.Check
 	describe slog.Value
 	closers  []func(context.Context) error
-	tracer   trace.TracerProvider // nil: no spans
 }
 
 // openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
@@ -67,7 +65,7 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 		}, nil
 	}
 
-	b := &backends{logger: logger, tracer: tel.tracer}
+	b := &backends{logger: logger}
 	mo := mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout)
 	if tel.tracer != nil {
 		mo.SetMonitor(mongosrc.TraceMonitor(tel.tracer))
@@ -129,12 +127,6 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 	rdb, err := cache.NewRedis(string(cfg.Cache.RedisURL))
 	if err != nil {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
-	}
-	if b.tracer != nil {
-		if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(b.tracer), redisotel.WithDBStatement(false)); err != nil {
-			rdb.Close()
-			return nil, fmt.Errorf("tracing Redis: %w", err)
-		}
 	}
 	// go-redis reports dial failures through its own package-level logger;
 	// main owns process-wide settings, so route it into our JSON log.

@@ -25,7 +25,7 @@ import (
 // media in GridFS) and Elasticsearch, seeded with the sample newsroom, and
 // prodapi on them through the real drivers, exactly as it runs against a
 // platform: no sandbox.
-func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
+func platform(t *testing.T, kv ...string) (*instance, *mongotest.Server, *estest.Server) {
 	t.Helper()
 	docs, err := sourcestest.Fixtures(sampleDir)
 	if err != nil {
@@ -54,8 +54,8 @@ func platform(t *testing.T) (*instance, *mongotest.Server, *estest.Server) {
 		}
 	}
 	es := estest.New(t, estest.Options{Docs: search})
-	in := start(t, "PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
-		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", "1s")
+	in := start(t, append([]string{"PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
+		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", "1s"}, kv...)...)
 	return in, mongo, es
 }
 
