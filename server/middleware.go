@@ -18,8 +18,6 @@ import (
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
-const slogLevelWarn = slog.LevelWarn
-
 func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 
 // requestInfo is what the access log reports about a request; the
