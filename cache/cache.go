@@ -279,12 +279,15 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*render.Represent
 				v, err = nil, errPanic
 			}
 		}()
+		// A variable of its own: assigning the captured ctx would move
+		// it to the heap on every Load, hits included.
+		fctx := ctx
 		if c.tracer != nil {
 			var span trace.Span
-			ctx, span = c.tracer.Start(ctx, "cache.flight")
+			fctx, span = c.tracer.Start(ctx, "cache.flight")
 			defer span.End()
 		}
-		return c.fill(ctx, key, q, fresh)
+		return c.fill(fctx, key, q, fresh)
 	})
 	select {
 	case r := <-ch:
