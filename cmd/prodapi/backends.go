@@ -48,7 +48,7 @@ type backends struct {
 func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger *slog.Logger) (*backends, error) {
 	queries := tel.queries
 	if cfg.Sandbox != "" {
-		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries})
+		sb, err := sandbox.Open(cfg.Sandbox, sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries, Tracer: tel.tracer})
 		if err != nil {
 			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
 		}

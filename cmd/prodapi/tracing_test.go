@@ -190,3 +190,35 @@ func TestTracingSettings(t *testing.T) {
 		})
 	}
 }
+
+// What `OTEL_TRACES_EXPORTER=console make run` shows: one request on the
+// sandbox prints a trace with the request, cache and backend spans.
+func TestSandboxTraceOnConsole(t *testing.T) {
+	in := start(t, "OTEL_TRACES_EXPORTER", "console")
+	if status, _, body := in.get(t, "/prodapi/v1/items", bearer(t, devSecret, sources.AllScopes...)); status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	if err := in.stop(); err != nil {
+		t.Fatal(err)
+	}
+	traces := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(in.stdout.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var s consoleSpan
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.Name != "" {
+			traces[s.SpanContext.TraceID] = append(traces[s.SpanContext.TraceID], s.Name)
+		}
+	}
+	for _, names := range traces {
+		if strings.Contains(strings.Join(names, "|"), "GET /prodapi/v1/items") {
+			for _, want := range []string{"cache.lookup", "cache.flight", "sandbox search items"} {
+				if !strings.Contains(strings.Join(names, "|"), want) {
+					t.Errorf("trace %v lacks %s", names, want)
+				}
+			}
+			return
+		}
+	}
+	t.Fatalf("no trace of the request in:\n%s", in.stdout)
+}
