@@ -16,8 +16,14 @@ ENV CGO_ENABLED=0
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# The build context has no .git, so Go cannot stamp the revision: pass it,
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) -t prodapi .
+# and `prodapi --version` prints them.
+ARG VERSION=""
+ARG REVISION=""
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags "-s -w" -o /out/prodapi ./cmd/prodapi && \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/prodapi ./cmd/prodapi && \
     go build -trimpath -ldflags "-s -w" -o /out/prodapi-seed ./cmd/prodapi-seed
 
 # Distroless static: CA certificates, tzdata and a nonroot user (65532),

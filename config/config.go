@@ -47,7 +47,7 @@ func (u URL) String() string {
 func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }
 
 // Config is the whole configuration of the service. Load builds it from
-// the environment; the table of variables is in doc.go and the README.
+// the environment; the table of variables is Settings (settings.go).
 type Config struct {
 	Port        string // PORT
 	URL         string // PRODAPI_URL: the service's public base URL
@@ -171,8 +171,19 @@ var ResourceNames = []string{"items", "desks", "assignments", "events", "events_
 var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*$`)
 
 // Load reads the configuration through getenv and validates it, returning
-// every problem at once.
-func Load(getenv func(string) string) (Config, error) {
+// every problem at once. It does not look for unknown variables: LoadFrom
+// does, given their names.
+func Load(getenv func(string) string) (Config, error) { return LoadFrom(Env{Getenv: getenv}) }
+
+// LoadFrom reads the configuration from e and validates it, returning
+// every problem at once: bad values, settings that contradict each other
+// and, given e.Names, unknown PRODAPI_ variables.
+func LoadFrom(e Env) (Config, error) {
+	getenv := e.Getenv
+	resources := e.Resources
+	if resources == nil {
+		resources = ResourceNames
+	}
 	p := parser{getenv: getenv}
 	c := Config{
 		Port:      cmp.Or(getenv("PORT"), defaultPort),
@@ -214,7 +225,7 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
-	c.Cache = p.cache()
+	c.Cache = p.cache(resources)
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)
@@ -250,17 +261,17 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.AuthLeeway > time.Minute {
 		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)
 	}
-	if c.ObjStore.Enabled() && c.Cache.AssetTTL >= c.ObjStore.URLLifetime {
-		p.errorf("PRODAPI_CACHE_TTL_ASSETS (%s) must be shorter than PRODAPI_ASSET_URL_LIFETIME (%s), or cached redirects would outlive their URLs",
-			c.Cache.AssetTTL, c.ObjStore.URLLifetime)
-	}
 	if c.ObjStore.URLLifetime > 7*24*time.Hour {
 		p.errorf("PRODAPI_ASSET_URL_LIFETIME %s is more than the 7 days S3 allows", c.ObjStore.URLLifetime)
+	}
+	p.contradictions(c)
+	if e.Names != nil {
+		p.unknown(e.Names, resources)
 	}
 	return c, errors.Join(p.errs...)
 }
 
-func (p *parser) cache() Cache {
+func (p *parser) cache(resources []string) Cache {
 	c := Cache{
 		RedisURL:    URL(p.getenv("REDIS_URL")),
 		ResourceTTL: map[string]time.Duration{},
@@ -277,8 +288,8 @@ func (p *parser) cache() Cache {
 		c.ListTTL, c.DetailTTL = defaultListTTL, defaultDetailTTL
 		c.ResourceTTL["desks"], c.ResourceTTL["users"] = defaultSlowTTL, defaultSlowTTL
 	}
-	for _, r := range ResourceNames {
-		name := "PRODAPI_CACHE_TTL_" + strings.ToUpper(r)
+	for _, r := range resources {
+		name := perResourcePrefix + strings.ToUpper(r)
 		if p.getenv(name) != "" {
 			c.ResourceTTL[r] = p.duration(name, 0)
 		}
@@ -371,51 +382,16 @@ func subfolder(v string) string {
 }
 
 // LogValue is the effective configuration for the start-up log: every
-// setting, with secrets and credentials redacted.
+// setting of Settings, keyed by its variable's name in lower case, with
+// secrets and credentials redacted.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("port", c.Port),
-		slog.String("url", c.URL),
-		slog.String("url_prefix", c.URLPrefix),
-		slog.String("media_prefix", c.MediaPrefix),
-		slog.Bool("auth_enabled", c.AuthEnabled),
-		slog.String("auth_secret", c.Secret.String()),
-		dur("auth_leeway", c.AuthLeeway),
-		slog.String("audience", c.Audience),
-		slog.Bool("debug", c.Debug),
-		slog.String("sandbox", c.Sandbox),
-		dur("sandbox_latency", c.SandboxLatency),
-		slog.String("mongo_uri", c.MongoURI.String()),
-		slog.Uint64("mongo_max_pool", c.MongoMaxPool),
-		slog.String("elasticsearch_url", c.ElasticURL.String()),
-		slog.String("elasticsearch_index", c.ElasticIndex),
-		dur("backend_timeout", c.BackendTimeout),
-		slog.String("objstore_container", c.ObjStore.Container),
-		slog.String("objstore_region", c.ObjStore.Region),
-		slog.String("objstore_endpoint", c.ObjStore.EndpointURL),
-		slog.String("objstore_subfolder", c.ObjStore.Subfolder),
-		slog.String("objstore_access_key_id", Secret(c.ObjStore.AccessKeyID).String()),
-		slog.String("objstore_secret_access_key", c.ObjStore.SecretAccessKey.String()),
-		dur("asset_url_lifetime", c.ObjStore.URLLifetime),
-		slog.String("redis_url", c.Cache.RedisURL.String()),
-		dur("cache_list_ttl", c.Cache.ListTTL),
-		dur("cache_detail_ttl", c.Cache.DetailTTL),
-		slog.Any("cache_resource_ttl", durations(c.Cache.ResourceTTL)),
-		dur("cache_stale", c.Cache.Stale),
-		dur("cache_notfound_ttl", c.Cache.NotFoundTTL),
-		dur("cache_asset_ttl", c.Cache.AssetTTL),
-		slog.Int64("cache_local_bytes", c.Cache.LocalBytes),
-		dur("cache_local_ttl", c.Cache.LocalTTL),
-		dur("shutdown_grace", c.ShutdownGrace),
-	)
-}
-
-func dur(key string, d time.Duration) slog.Attr { return slog.String(key, d.String()) }
-
-func durations(m map[string]time.Duration) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, d := range m {
-		out[k] = d.String()
+	attrs := make([]slog.Attr, 0, len(settings))
+	for _, s := range settings {
+		key := strings.ToLower(s.Name)
+		if s.PerResource {
+			key = strings.ToLower(perResourcePrefix) + "by_resource"
+		}
+		attrs = append(attrs, slog.String(key, s.Value(c)))
 	}
-	return out
+	return slog.GroupValue(attrs...)
 }

@@ -137,7 +137,10 @@ func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 		disposition += "; filename=" + strings.NewReplacer(`"`, "", ";", "", "\r", "", "\n", "").Replace(a.Filename)
 	}
 	h.Set("Content-Type", ctype)
-	h.Set("Cache-Control", "max-age=2592000, public")
+	// Media need a token: a shared cache must never hand them to anyone
+	// else, so private (the original said public). Thirty days, as before:
+	// a media id names immutable content.
+	h.Set("Cache-Control", "private, max-age=2592000")
 	h.Set("Content-Disposition", disposition)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "sandbox")

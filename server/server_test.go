@@ -377,7 +377,7 @@ func TestAssets(t *testing.T) {
 		t.Fatalf("asset: %d %q", res.status, res.body)
 	}
 	for k, want := range map[string]string{"Content-Type": "image/jpeg", "Etag": `"d41d8cd98f00b204e9800998ecf8427e"`,
-		"Last-Modified": "Thu, 15 Aug 2019 12:23:04 GMT", "Cache-Control": "max-age=2592000, public",
+		"Last-Modified": "Thu, 15 Aug 2019 12:23:04 GMT", "Cache-Control": "private, max-age=2592000",
 		"Content-Disposition": "Inline; filename=5d553c333031e2855a2e5662", "X-Content-Type-Options": "nosniff"} {
 		if got := res.header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)

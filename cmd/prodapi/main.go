@@ -4,13 +4,17 @@
 //
 // Usage:
 //
-//	prodapi [serve] [-addr host:port]   serve the API (the default)
+//	prodapi [run] [-addr host:port]     serve the API (the default)
 //	prodapi token -scope ARCHIVE_READ,DESKS_READ [-ttl 1h] [-client-id id]
 //	                                    print a token signed with AUTH_SERVER_SHARED_SECRET
 //	prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
 //	                                    exit 0 when the service is ready (for container health checks)
+//	prodapi config                      print the effective configuration, secrets redacted
+//	prodapi version                     print the version, revision and Go version (also --version)
+//	prodapi help                        list the commands and every setting with its default
 //
-// Configuration comes from environment variables; see the README.
+// Configuration comes from environment variables: `prodapi help` lists
+// them; an unknown PRODAPI_ variable stops the start.
 package main
 
 import (
@@ -19,12 +23,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, env{args: os.Args[1:], getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr}); err != nil {
+	if err := run(ctx, env{args: os.Args[1:], getenv: os.Getenv, environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr,
+		build: metrics.Build{Version: version, Revision: revision}}); err != nil {
 		fmt.Fprintln(os.Stderr, "prodapi:", err)
 		os.Exit(1)
 	}

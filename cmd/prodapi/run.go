@@ -26,8 +26,11 @@ import (
 // env is what run takes from the operating system, so tests can run the
 // whole program in-process.
 type env struct {
-	args           []string
-	getenv         func(string) string
+	args   []string
+	getenv func(string) string
+	// environ is the environment as os.Environ gives it, for refusing
+	// unknown PRODAPI_ variables; nil skips that check.
+	environ        []string
 	stdout, stderr io.Writer
 	// ready, when set, receives the bound address once the server
 	// listens (tests listen on 127.0.0.1:0).
@@ -38,36 +41,71 @@ type env struct {
 }
 
 func run(ctx context.Context, e env) error {
-	cmd, args := "serve", e.args
+	cmd, args := "run", e.args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd == "run" && len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			cmd = "help"
+		case "-version", "--version":
+			cmd = "version"
+		}
+	}
+	var err error
 	switch cmd {
-	case "serve":
-		return serve(ctx, e, args)
+	case "run", "serve": // serve: the name before run
+		err = serve(ctx, e, args)
 	case "token":
-		return mintToken(e, args)
+		err = mintToken(e, args)
 	case "healthcheck":
-		return healthcheck(ctx, e, args)
+		err = healthcheck(ctx, e, args)
+	case "config":
+		err = printConfig(e)
+	case "version":
+		printVersion(e.stdout, readBuildInfo())
 	case "help":
-		fmt.Fprintln(e.stdout, usage)
+		printHelp(e.stdout)
+	default:
+		var b strings.Builder
+		printHelp(&b)
+		return fmt.Errorf("unknown command %q\n\n%s", cmd, b.String())
+	}
+	if errors.Is(err, flag.ErrHelp) { // a subcommand's -h: the flag package printed its usage
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	return err
 }
 
-const usage = `usage:
-  prodapi [serve] [-addr host:port]     serve the API (configured by environment variables)
-  prodapi token -scope SCOPE[,SCOPE...] [-ttl 1h] [-client-id ID]
-                                        print a token signed with AUTH_SERVER_SHARED_SECRET
-  prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]   exit 0 when /readyz answers 200 within 2s`
+// loadConfig loads the configuration as the service does: refusing
+// unknown PRODAPI_ variables and per-resource settings naming no resource.
+func loadConfig(e env) (config.Config, error) {
+	var names []string
+	if e.environ != nil {
+		names = []string{}
+		for _, kv := range e.environ {
+			name, _, _ := strings.Cut(kv, "=")
+			names = append(names, name)
+		}
+	}
+	return config.LoadFrom(config.Env{Getenv: e.getenv, Names: names, Resources: resourceNames()})
+}
+
+func resourceNames() []string {
+	var names []string
+	for _, r := range sources.Resources() {
+		names = append(names, r.Name)
+	}
+	return names
+}
 
 func serve(ctx context.Context, e env, args []string) error {
-	cfg, err := config.Load(e.getenv)
+	cfg, err := loadConfig(e)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	addr := fs.String("addr", ":"+cfg.Port, "listen address")
 	if err := fs.Parse(args); err != nil {
@@ -129,7 +167,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
 		LocalBytes:  cfg.Cache.LocalBytes,
 		LocalTTL:    cfg.Cache.LocalTTL,
-		LoadTimeout: 2 * cfg.BackendTimeout,
+		LoadTimeout: cfg.LoadTimeout(),
 		Metrics:     registry,
 		Logger:      logger,
 		Tracer:      tracer,
@@ -235,6 +273,14 @@ func mintToken(e env, args []string) error {
 	clientID := fs.String("client-id", "prodapi-dev", "client_id claim")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	scopeSet := false
+	fs.Visit(func(f *flag.Flag) { scopeSet = scopeSet || f.Name == "scope" })
+	if !scopeSet {
+		// A token without scopes can read nothing: say so rather than mint
+		// one by default.
+		return fmt.Errorf("token: -scope is required: the scopes the token grants, comma-separated, of %s (-scope '' mints a token without any)",
+			strings.Join(sources.AllScopes, ", "))
 	}
 	secret := e.getenv("AUTH_SERVER_SHARED_SECRET")
 	if secret == "" {

@@ -1,0 +1,204 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Setting is one environment variable the service reads. The table of
+// them, Settings, is the one list: `prodapi help` prints it, `prodapi
+// config` and the start-up log print each one's effective value, and
+// LoadFrom refuses a PRODAPI_ variable that is not in it. A test checks
+// that Load reads exactly these variables.
+type Setting struct {
+	Name string // the variable; a per-resource family ends in _<RESOURCE>
+	Help string // one line
+	// PerResource marks PRODAPI_CACHE_TTL_<RESOURCE>: one variable per
+	// resource, Name being its prefix plus "<RESOURCE>".
+	PerResource bool
+	// Value is the setting's effective value in c, redacted when secret.
+	// The default shown by help is Value of the configuration Load gives
+	// with nothing set, so defaults are written once, in Load.
+	Value func(c Config) string
+}
+
+// perResourcePrefix is the prefix of the per-resource TTL variables.
+const perResourcePrefix = "PRODAPI_CACHE_TTL_"
+
+// Settings returns every setting, in the order help prints them.
+func Settings() []Setting { return slices.Clone(settings) }
+
+var settings = []Setting{
+	{Name: "PORT", Help: "listen port", Value: func(c Config) string { return c.Port }},
+	{Name: "PRODAPI_URL", Help: "public base URL (default: http://localhost:$PORT); builds MEDIA_PREFIX", Value: func(c Config) string { return c.URL }},
+	{Name: "PRODAPI_URL_PREFIX", Help: "the API is served at /<prefix>/v1", Value: func(c Config) string { return c.URLPrefix }},
+	{Name: "MEDIA_PREFIX", Help: "base of rendition hrefs (default: $PRODAPI_URL/<prefix>/v1/assets)", Value: func(c Config) string { return c.MediaPrefix }},
+	{Name: "AUTH_SERVER_SHARED_SECRET", Help: "HS256 key of Superdesk's auth server; required while auth is on", Value: func(c Config) string { return c.Secret.String() }},
+	{Name: "PRODAPI_AUTH_ENABLED", Help: "check tokens (true/false spellings; anything else is an error)", Value: func(c Config) string { return strconv.FormatBool(c.AuthEnabled) }},
+	{Name: "AUTH_LEEWAY", Help: "clock skew allowed on exp and nbf (at most 1m)", Value: func(c Config) string { return Duration(c.AuthLeeway) }},
+	{Name: "PRODAPI_AUDIENCE", Help: "tokens carrying aud must name it", Value: func(c Config) string { return c.Audience }},
+	{Name: "DEBUG", Help: "debug-level logs", Value: func(c Config) string { return strconv.FormatBool(c.Debug) }},
+	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
+	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
+	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},
+	{Name: "MONGO_URI", Help: "MongoDB of the newsroom", Value: func(c Config) string { return c.MongoURI.String() }},
+	{Name: "PRODAPI_MONGO_MAX_POOL", Help: "MongoDB connection pool size", Value: func(c Config) string { return strconv.FormatUint(c.MongoMaxPool, 10) }},
+	{Name: "ELASTICSEARCH_URL", Help: "Elasticsearch of the newsroom", Value: func(c Config) string { return c.ElasticURL.String() }},
+	{Name: "ELASTICSEARCH_INDEX", Help: "index prefix: <prefix>_archive, ...", Value: func(c Config) string { return c.ElasticIndex }},
+	{Name: "PRODAPI_BACKEND_TIMEOUT", Help: "per backend operation", Value: func(c Config) string { return Duration(c.BackendTimeout) }},
+	{Name: "OBJSTORE_CONTAINER_NAME", Help: "S3 bucket of the media; set, media are presigned redirects, unset, GridFS streams", Value: func(c Config) string { return c.ObjStore.Container }},
+	{Name: "OBJSTORE_ACCESS_KEY_ID", Help: "S3 access key (unset: the AWS default chain)", Value: func(c Config) string { return Secret(c.ObjStore.AccessKeyID).String() }},
+	{Name: "OBJSTORE_SECRET_ACCESS_KEY", Help: "S3 secret key", Value: func(c Config) string { return c.ObjStore.SecretAccessKey.String() }},
+	{Name: "OBJSTORE_REGION", Help: "S3 region", Value: func(c Config) string { return c.ObjStore.Region }},
+	{Name: "OBJSTORE_S3_SUBFOLDER", Help: `key prefix in the bucket ("" or "false": none)`, Value: func(c Config) string { return c.ObjStore.Subfolder }},
+	{Name: "OBJSTORE_OBJECT_ACL", Help: "used by Superdesk on writes; accepted, unused", Value: func(c Config) string { return c.ObjStore.ACL }},
+	{Name: "OBJSTORE_ENDPOINT_URL", Help: "S3-compatible endpoint (MinIO, ...); unset: AWS", Value: func(c Config) string { return c.ObjStore.EndpointURL }},
+	{Name: "PRODAPI_ASSET_URL_LIFETIME", Help: "lifetime of presigned media URLs (at most 7 days)", Value: func(c Config) string { return Duration(c.ObjStore.URLLifetime) }},
+	{Name: "REDIS_URL", Help: "shared cache: redis://, rediss://, redis+cluster://, redis-sentinel://...; unset: in-process tier only", Value: func(c Config) string { return c.Cache.RedisURL.String() }},
+	{Name: "PRODAPI_CACHE_TTL", Help: "freshness of every list and detail, desks and users too", Value: func(c Config) string {
+		if c.Cache.ListTTL == c.Cache.DetailTTL {
+			return Duration(c.Cache.ListTTL)
+		}
+		return Duration(c.Cache.ListTTL) + " lists, " + Duration(c.Cache.DetailTTL) + " details"
+	}},
+	{Name: perResourcePrefix + "<RESOURCE>", PerResource: true, Help: "freshness of one resource's lists and details, e.g. PRODAPI_CACHE_TTL_ITEMS=10s", Value: func(c Config) string {
+		var parts []string
+		for _, r := range slices.Sorted(maps.Keys(c.Cache.ResourceTTL)) {
+			parts = append(parts, strings.ToUpper(r)+"="+Duration(c.Cache.ResourceTTL[r]))
+		}
+		return strings.Join(parts, " ")
+	}},
+	{Name: "PRODAPI_CACHE_STALE", Help: "serve-stale window after freshness (while refreshing, while a backend fails)", Value: func(c Config) string { return Duration(c.Cache.Stale) }},
+	{Name: "PRODAPI_CACHE_NOTFOUND_TTL", Help: "freshness of 404s", Value: func(c Config) string { return Duration(c.Cache.NotFoundTTL) }},
+	{Name: "PRODAPI_CACHE_TTL_ASSETS", Help: "freshness of media redirects; must be below PRODAPI_ASSET_URL_LIFETIME", Value: func(c Config) string { return Duration(c.Cache.AssetTTL) }},
+	{Name: "PRODAPI_CACHE_LOCAL_BYTES", Help: "in-process tier size in bytes (negative: off)", Value: func(c Config) string { return strconv.FormatInt(c.Cache.LocalBytes, 10) }},
+	{Name: "PRODAPI_CACHE_LOCAL_TTL", Help: "how long the in-process tier serves an entry before asking Redis again", Value: func(c Config) string { return Duration(c.Cache.LocalTTL) }},
+	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
+	{Name: "PRODAPI_READ_HEADER_TIMEOUT", Help: "time to read a request's headers", Value: func(c Config) string { return Duration(c.ReadHeaderTimeout) }},
+	{Name: "PRODAPI_READ_TIMEOUT", Help: "time to read a whole request (0: none)", Value: func(c Config) string { return Duration(c.ReadTimeout) }},
+	{Name: "PRODAPI_WRITE_TIMEOUT", Help: "time to write a response (0: none); above twice PRODAPI_BACKEND_TIMEOUT", Value: func(c Config) string { return Duration(c.WriteTimeout) }},
+	{Name: "PRODAPI_IDLE_TIMEOUT", Help: "keep-alive connections close after this long idle", Value: func(c Config) string { return Duration(c.IdleTimeout) }},
+	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
+}
+
+// testPrefixes name variables of ours that configure the test suites, not
+// the service: LoadFrom leaves them alone, as `make integration` runs
+// the service in their environment.
+var testPrefixes = []string{"PRODAPI_TEST_", "PRODAPI_INTEGRATION", "PRODAPI_REQUIRE_"}
+
+// Env is where LoadFrom reads the configuration.
+type Env struct {
+	Getenv func(string) string
+	// Names are the names of the variables set (os.Environ's keys). A
+	// PRODAPI_ one that is no setting stops the start. Nil skips the check.
+	Names []string
+	// Resources are the resources taking a PRODAPI_CACHE_TTL_<RESOURCE>
+	// (sources.Resources' names); nil means ResourceNames.
+	Resources []string
+}
+
+// unknown reports each set PRODAPI_ variable that is no setting, with the
+// nearest setting's name when one is near enough to be a typo.
+func (p *parser) unknown(names, resources []string) {
+	known := map[string]bool{}
+	for _, s := range settings {
+		if !s.PerResource {
+			known[s.Name] = true
+			continue
+		}
+		for _, r := range resources {
+			known[perResourcePrefix+strings.ToUpper(r)] = true
+		}
+	}
+	candidates := slices.Sorted(maps.Keys(known))
+	for _, name := range slices.Sorted(slices.Values(names)) {
+		if !strings.HasPrefix(name, "PRODAPI_") || known[name] || slices.ContainsFunc(testPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		msg := fmt.Sprintf("%s is not a setting", name)
+		if s, ok := nearest(name, candidates); ok {
+			msg += fmt.Sprintf(": did you mean %s?", s)
+		} else if strings.HasPrefix(name, perResourcePrefix) {
+			msg += fmt.Sprintf(" (resources: %s)", strings.ToUpper(strings.Join(resources, ", ")))
+		}
+		p.errorf("%s (prodapi help lists them)", msg)
+	}
+}
+
+// nearest returns the candidate closest to name by edit distance, when it
+// is close enough to be a typo: three edits at most (a missing letter, a
+// swap, a wrong word ending).
+func nearest(name string, candidates []string) (string, bool) {
+	const maxEdits = 3
+	best, bestDist := "", maxEdits+1
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best, best != ""
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes
+// (setting names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// contradictions reports settings that are each valid but cannot hold
+// together.
+func (p *parser) contradictions(c Config) {
+	if c.Cache.AssetTTL >= c.ObjStore.URLLifetime {
+		p.errorf("PRODAPI_CACHE_TTL_ASSETS (%s) must be shorter than PRODAPI_ASSET_URL_LIFETIME (%s), or cached redirects would outlive their URLs",
+			Duration(c.Cache.AssetTTL), Duration(c.ObjStore.URLLifetime))
+	}
+	if c.ReadTimeout > 0 && c.ReadHeaderTimeout > c.ReadTimeout {
+		p.errorf("PRODAPI_READ_HEADER_TIMEOUT (%s) is longer than PRODAPI_READ_TIMEOUT (%s), which includes the headers",
+			Duration(c.ReadHeaderTimeout), Duration(c.ReadTimeout))
+	}
+	if c.WriteTimeout > 0 && c.WriteTimeout <= c.LoadTimeout() {
+		p.errorf("PRODAPI_WRITE_TIMEOUT (%s) must be longer than twice PRODAPI_BACKEND_TIMEOUT (%s), how long a request may wait for its load, or a slow backend would cut connections instead of answering 504",
+			Duration(c.WriteTimeout), Duration(c.BackendTimeout))
+	}
+	if c.Sandbox == "" && c.SandboxLatency > 0 {
+		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")
+	}
+}
+
+// LoadTimeout is how long a request may wait for a cache load: a load
+// makes up to two backend operations in a row (a document, then the
+// lookups enriching it).
+func (c Config) LoadTimeout() time.Duration { return 2 * c.BackendTimeout }
+
+// Duration formats d the way one writes it in a setting: 15m, 1h30m,
+// 2.5s, 0s.
+func Duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
