@@ -129,9 +129,9 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	sdk, err := tracing(ctx, e.getenv, e.stdout, e.build.Resolve().Version)
+	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, e.build.Resolve().Version)
 	if err != nil {
-		return fmt.Errorf("configuration:\n%w", err)
+		return err
 	}
 	var tracer trace.TracerProvider // nil: tracing off
 	if sdk != nil {

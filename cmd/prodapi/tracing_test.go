@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -146,13 +147,6 @@ func TestTracesOnConsole(t *testing.T) {
 // Without OTEL_ variables there is no tracing, and a bad one stops the
 // start.
 func TestTracingSettings(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		m := map[string]string{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) string { return m[k] }
-	}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -167,17 +161,26 @@ func TestTracingSettings(t *testing.T) {
 		{"ratio", []string{"OTEL_TRACES_EXPORTER", "console", "OTEL_TRACES_SAMPLER", "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG", "0.25"}, true, ""},
 		{"unknown exporter", []string{"OTEL_TRACES_EXPORTER", "jaeger"}, false, `unknown exporter "jaeger"`},
 		{"grpc", []string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, false, "only http/protobuf"},
+		{"bad endpoint", []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318"}, false, "OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL"},
 		{"bad ratio", []string{"OTEL_TRACES_EXPORTER", "console", "OTEL_TRACES_SAMPLER", "traceidratio", "OTEL_TRACES_SAMPLER_ARG", "2"}, false, "ratio"},
 		{"unknown sampler", []string{"OTEL_TRACES_EXPORTER", "console", "OTEL_TRACES_SAMPLER", "sometimes"}, false, "unknown sampler"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tp, err := tracing(t.Context(), env(tc.env...), io.Discard, "test")
+			vars := map[string]string{"PRODAPI_AUTH_ENABLED": "false"}
+			for i := 0; i+1 < len(tc.env); i += 2 {
+				vars[tc.env[i]] = tc.env[i+1]
+			}
+			cfg, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one mentioning %q", err, tc.err)
 				}
 				return
 			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp, err := tracing(t.Context(), cfg.Tracing, io.Discard, "test")
 			if err != nil {
 				t.Fatal(err)
 			}
