@@ -118,10 +118,10 @@ func saneID(id string) bool {
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Inc()
+		defer s.inFlight.Dec() // also when http.ErrAbortHandler passes through
 		start := time.Now()
 		next.ServeHTTP(w, r)
 		end := time.Now()
-		s.inFlight.Dec()
 		info := infoOf(w)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil {
