@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
 
@@ -46,24 +47,24 @@ func outcomeIndex(outcome string, status int) int {
 }
 
 // durationTable holds the request-duration series of every route and
-// outcome, resolved once when the router is built, so observing a
-// request allocates nothing and takes no lock.
+// outcome: a row per route, made when the router is built, whose series
+// are resolved on their first request (so routes and outcomes never seen
+// expose no series), after which observing a request allocates nothing
+// and takes no lock.
 type durationTable struct {
 	hist   *metrics.Histogram
-	routes map[string]*[len(outcomes)]metrics.Observer
+	routes map[string]*durationRow // written only before serving
 }
+
+type durationRow [len(outcomes)]atomic.Pointer[metrics.Observer]
 
 func newDurationTable(hist *metrics.Histogram) *durationTable {
-	return &durationTable{hist: hist, routes: map[string]*[len(outcomes)]metrics.Observer{}}
+	return &durationTable{hist: hist, routes: map[string]*durationRow{}}
 }
 
-// add resolves the series of route.
+// add makes the row of route.
 func (t *durationTable) add(route string) {
-	var row [len(outcomes)]metrics.Observer
-	for i, o := range outcomes {
-		row[i] = t.hist.Observer(route, o)
-	}
-	t.routes[route] = &row
+	t.routes[route] = new(durationRow)
 }
 
 // addRoutes resolves the series of every route of r, and of "unmatched".
@@ -79,7 +80,12 @@ func (t *durationTable) addRoutes(r chi.Routes) {
 func (t *durationTable) observer(route, outcome string, status int) metrics.Observer {
 	i := outcomeIndex(outcome, status)
 	if row := t.routes[route]; row != nil && i >= 0 {
-		return row[i]
+		if o := row[i].Load(); o != nil {
+			return *o
+		}
+		o := t.hist.Observer(route, outcomes[i]) // the same series, should two requests race here
+		row[i].Store(&o)
+		return o
 	}
 	if i >= 0 {
 		outcome = outcomes[i]
