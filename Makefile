@@ -4,8 +4,11 @@ GO ?= go
 # to the secret Superdesk's auth server signs tokens with.
 DEV_SECRET ?= sandbox-only-secret-never-use-in-production
 FUZZTIME ?= 60s
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
-.PHONY: run test lint integration stack seed bench fuzz build
+.PHONY: run test test-real chart-test lint integration stack seed bench fuzz build
 
 ## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
 run:
@@ -13,9 +16,44 @@ run:
 	AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} \
 	$(GO) run ./cmd/prodapi
 
-## test: every unit and end-to-end test, with the race detector (needs redis-server on PATH)
+## test: every unit, end-to-end and real-server test, with the race detector, then the nested
+## test-only module test/ferretdb. The tests start their own real servers on loopback where the tools
+## exist: Elasticsearch 7.10.2 (java 17 and mvn), FerretDB (go), redis-server, a Redis Cluster and a
+## Sentinel set (redis-server, redis-cli). Whatever could not run is listed at the end;
+## PRODAPI_REQUIRE_REAL=1 (as CI sets) makes any such skip a failure.
 test:
-	$(GO) test -race -count=1 ./...
+	@skips=$$(mktemp); status=0; \
+	PRODAPI_TEST_SKIPS=$$skips $(GO) test -race -count=1 ./... || status=$$?; \
+	(cd test/ferretdb && $(GO) vet ./... && $(GO) test -count=1 ./...) || status=$$?; \
+	if [ -s $$skips ]; then \
+	  printf '\n*** make test: these tests were SKIPPED, a server or tool is missing (PRODAPI_REQUIRE_REAL=1 fails instead):\n'; \
+	  sed 's/^/***   /' $$skips; \
+	fi; \
+	rm -f $$skips; exit $$status
+
+# The suites that run against real servers, and their packages (the MongoDB and stack
+# TestIntegration* suites need the Docker stack of make integration, so they are left out here).
+REAL_RUN = Real|^TestElastic$$|^TestIntegration|^TestRedis|^TestFerretDB
+REAL_SKIP = ^TestIntegration(Contract|Sample|Stack|ReadyzFlips)$$
+REAL_PKGS = ./test/realserver ./sources/mongo ./sources/elastic ./cmd/prodapi ./cmd/prodapi-seed ./cache
+
+## test-real: only the suites against real servers (Elasticsearch 7.10.2, FerretDB, redis-server alone,
+## as a Cluster and as a Sentinel set), verbose, any skip a failure; ends with the versions they ran against
+test-real:
+	@log=$$(mktemp); \
+	PRODAPI_REQUIRE_REAL=1 $(GO) test -race -count=1 -v -run '$(REAL_RUN)' -skip '$(REAL_SKIP)' $(REAL_PKGS) >$$log 2>&1; status=$$?; \
+	cat $$log; echo; echo "test-real: real servers used:"; \
+	grep -ho 'realserver: [A-Za-z-]* v\?[0-9][^ ]* ready' $$log | sed 's/^realserver: /  /; s/ ready$$//' | sort -u; \
+	grep -ho 'against redis-server [0-9.]*' $$log | sed 's/^against /  /' | sort -u; \
+	rm -f $$log; exit $$status
+
+## chart-test: render deploy/helm/prodapi (Helm's engine, then the helm CLI) and validate every manifest
+## against the Kubernetes API types
+chart-test:
+	cd deploy/helm/test && $(GO) vet ./... && $(GO) test -count=1 ./...
+	@mkdir -p bin
+	$(HELM) template prodapi deploy/helm/prodapi --kube-version 1.30.0 --set auth.sharedSecret=chart-test --set serviceMonitor.enabled=true > bin/chart.yaml
+	cd deploy/helm/test && CHART_MANIFESTS=$(CURDIR)/bin/chart.yaml $(GO) test -count=1 -run '^TestManifestsFile$$' ./...
 
 ## lint: vet, formatting, staticcheck
 lint:
@@ -23,9 +61,9 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) tool staticcheck ./...
 
-## build: a static binary in ./bin
+## build: a static binary in ./bin, stamped with the version and revision (prodapi --version)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/prodapi ./cmd/prodapi
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o bin/prodapi ./cmd/prodapi
 
 # The stack of compose.yaml, with prodapi-s3 (profile s3), under the secret `make run` uses.
 STACK = AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} docker compose --profile s3

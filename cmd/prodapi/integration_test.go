@@ -99,27 +99,37 @@ func TestIntegrationStack(t *testing.T) {
 				}
 			})
 
-			t.Run("responses", func(t *testing.T) {
-				targets := stackGoldenTargets(t)
-				for _, r := range []string{"items", "planning", "events", "assignments"} {
-					targets = append(targets, stackDetails(t, local, r, tok)...)
-				}
-				for _, target := range targets {
-					compareStack(t, remote, local, target, tok)
-				}
-			})
-
-			t.Run("assets", func(t *testing.T) {
-				entries, err := fs.ReadDir(sandbox.SampleFS(), "assets")
-				if err != nil || len(entries) == 0 {
-					t.Fatalf("the sample has no assets: %v", err)
-				}
-				for _, e := range entries {
-					compareAsset(t, remote, local, "/prodapi/v1/assets/"+e.Name(), tok, svc.redirects)
-				}
-			})
+			compareWithSandbox(t, remote, local, tok, svc.redirects)
 		})
 	}
+}
+
+// compareWithSandbox sends every request of the golden suite, the details
+// of documents with links, and every sample asset to remote, a prodapi
+// over a platform seeded with the sample, and to local, the sandbox over
+// the sample with the same public URL and secret, and compares the
+// answers (compareStack, compareAsset). redirects: remote serves media
+// from object storage.
+func compareWithSandbox(t *testing.T, remote, local *instance, tok string, redirects bool) {
+	t.Helper()
+	t.Run("responses", func(t *testing.T) {
+		targets := stackGoldenTargets(t)
+		for _, r := range []string{"items", "planning", "events", "assignments"} {
+			targets = append(targets, stackDetails(t, local, r, tok)...)
+		}
+		for _, target := range targets {
+			compareStack(t, remote, local, target, tok)
+		}
+	})
+	t.Run("assets", func(t *testing.T) {
+		entries, err := fs.ReadDir(sandbox.SampleFS(), "assets")
+		if err != nil || len(entries) == 0 {
+			t.Fatalf("the sample has no assets: %v", err)
+		}
+		for _, e := range entries {
+			compareAsset(t, remote, local, "/prodapi/v1/assets/"+e.Name(), tok, redirects)
+		}
+	})
 }
 
 // stackGoldenTargets are the requests of server's golden suite, read from

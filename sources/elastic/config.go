@@ -27,10 +27,11 @@ const maxConnsPerHost = 64
 // per-request budget (0 means DefaultTimeout); the transport's own
 // timeouts fit inside it.
 //
-// The settings make the v8 client work against Elasticsearch 8.x and
-// 7.17 alike (see the package documentation): no compatibility headers,
-// whatever ELASTIC_CLIENT_APIVERSIONING says, and the client's product
-// check, which 7.14+ passes. Retries: at most one, on 502, 503 and 504 and
+// The settings make the v8 client work against Elasticsearch 8.x, 7.17
+// and 7.10 alike (see the package documentation): no compatibility
+// headers, whatever ELASTIC_CLIENT_APIVERSIONING says, and the client's
+// product check, which 7.14+ passes with its header and 7.0 to 7.13 by
+// the 7.x client's GET / check, made once per Config. Retries: at most one, on 502, 503 and 504 and
 // on connection failures, never after a timeout or a cancellation.
 // Request bodies are gzipped; responses are asked for gzipped and
 // decompressed by the transport. Nothing dials until the first request,
@@ -59,7 +60,7 @@ func Config(url string, timeout time.Duration) elasticsearch.Config {
 		CompressRequestBody: true,
 		// Never send compatible-with=8: 7.17 refuses it.
 		EnableCompatibilityMode: false,
-		Interceptors:            []elastictransport.InterceptorFunc{plainJSON},
+		Interceptors:            []elastictransport.InterceptorFunc{plainJSON, (&legacyProduct{}).intercept},
 	}
 }
 

@@ -15,16 +15,22 @@
 // lists answer 503 until it is back, and then work without a restart.
 // Store.Ping (GET /) is for /readyz.
 //
-// # Elasticsearch 8.x and 7.17
+// # Elasticsearch 8.x, 7.17 and 7.10
 //
-// The v8 client (go-elasticsearch v8.19) works against both, with the
-// settings Config returns:
+// The v8 client (go-elasticsearch v8.19) works against all three, with
+// the settings Config returns:
 //
 //   - Product check. The v8 client accepts the first successful response
 //     only if it carries the header X-Elastic-Product: Elasticsearch; it
 //     makes no separate request for it. Elasticsearch sends that header
-//     since 7.14, so 7.17 and 8.x pass. (Something else at the URL, a
-//     proxy's error page say, fails the check: ErrUnavailable.)
+//     since 7.14, so 7.17 and 8.x pass. 7.10 (what Superdesk's
+//     docker-compose runs) does not: for an answer without the header,
+//     an interceptor Config installs asks that node for GET / once per
+//     client and accepts it the way the 7.x client did (tagline "You
+//     Know, for Search", version 7.0 to 7.13, build flavor default or
+//     oss), adding the header for the client. Anything else at the URL
+//     (OpenSearch, a 7.14+ node without the header, a proxy's error
+//     page) still fails the check: ErrUnavailable.
 //   - Media types. By default the client sends Content-Type:
 //     application/json and no Accept header, which both versions read as
 //     "this server's own API version". In compatibility mode it sends
@@ -42,9 +48,11 @@
 //     number for hits.total (rest_total_hits_as_int, Elasticsearch 6) is
 //     read too.
 //
-// So running against 7.17 needs nothing but ELASTICSEARCH_URL. The fake in
-// estest answers in either version's formats and refuses versioned media
-// types as each real server does; the tests run in both modes.
+// So running against 7.10 or 7.17 needs nothing but ELASTICSEARCH_URL.
+// The fake in estest answers in each version's formats (and as
+// OpenSearch, which must be refused) and refuses versioned media types as
+// each real server does; the tests run in all three modes, and against a
+// real 7.10.2 node (test/realserver) where Java and Maven are installed.
 //
 // # Requests
 //

@@ -18,21 +18,25 @@ import (
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
-// requireElastic returns a store on the real Elasticsearch of compose.yaml,
-// whose indexes superdesk_<collection> the seed job filled with the sample
-// newsroom (sources/sandbox/sample, mapped by IndexMappings).
+// integrationURL is the real Elasticsearch whose indexes
+// superdesk_<collection> hold the sample newsroom (sources/sandbox/sample,
+// mapped by IndexMappings): with PRODAPI_INTEGRATION set, the one of
+// compose.yaml that the seed job filled (PRODAPI_TEST_ELASTIC_URL, default
+// http://localhost:9200); otherwise the package's own 7.10.2 node
+// (test/realserver), seeded the same way, or a loud skip where Java and
+// Maven are missing.
+func integrationURL(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("PRODAPI_INTEGRATION") != "" {
+		return cmp.Or(os.Getenv("PRODAPI_TEST_ELASTIC_URL"), "http://localhost:9200")
+	}
+	return sampleNode(t)
+}
+
+// requireElastic returns a store on integrationURL's indexes prefix_*.
 func requireElastic(t *testing.T, prefix string) *essrc.Store {
 	t.Helper()
-	if os.Getenv("PRODAPI_INTEGRATION") == "" {
-		t.Skip("set PRODAPI_INTEGRATION=1 (make integration) to run against the Elasticsearch of compose.yaml " +
-			"(PRODAPI_TEST_ELASTIC_URL, default http://localhost:9200, seeded with the sample newsroom under the prefix superdesk)")
-	}
-	url := cmp.Or(os.Getenv("PRODAPI_TEST_ELASTIC_URL"), "http://localhost:9200")
-	client, err := elasticsearch.NewClient(essrc.Config(url, 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return essrc.New(client, essrc.Options{Index: prefix, Timeout: 10 * time.Second})
+	return essrc.New(storeClient(t), essrc.Options{Index: prefix, Timeout: 30 * time.Second})
 }
 
 // The real cluster answers as the sandbox does over the same newsroom: the
@@ -139,7 +143,7 @@ func TestIntegrationErrors(t *testing.T) {
 
 func storeClient(t *testing.T) *elasticsearch.Client {
 	t.Helper()
-	client, err := elasticsearch.NewClient(essrc.Config(cmp.Or(os.Getenv("PRODAPI_TEST_ELASTIC_URL"), "http://localhost:9200"), 0))
+	client, err := elasticsearch.NewClient(essrc.Config(integrationURL(t), 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
-var versions = []estest.Version{estest.V8, estest.V7}
+var versions = []estest.Version{estest.V8, estest.V7, estest.V710}
 
 func date(s string) time.Time {
 	t, err := time.Parse(sources.DateLayout, s)
@@ -582,6 +582,77 @@ func TestProductCheck(t *testing.T) {
 	}
 	if err := f.store.Ping(context.Background()); !errors.Is(err, sources.ErrUnavailable) {
 		t.Errorf("ping: %v, want ErrUnavailable", err)
+	}
+}
+
+// Elasticsearch 7.10 (Superdesk's) sends no X-Elastic-Product header:
+// the client accepts it after one GET / per client, as the 7.x client
+// did, and never asks again.
+func TestProductCheckLegacy(t *testing.T) {
+	fake := estest.New(t, estest.Options{Version: estest.V710, Docs: newsroom()})
+	infos := func() int {
+		n := 0
+		for _, r := range fake.Requests() {
+			if r.Method+" "+r.Path == "GET /" {
+				n++
+			}
+		}
+		return n
+	}
+	for client := 1; client <= 2; client++ {
+		f := fixture{fake: fake}.connect(t, fake.URL, 0)
+		for range 3 {
+			res, err := f.store.Find(context.Background(), &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)})
+			if err != nil || res.Total != 3 {
+				t.Fatalf("client %d: find: %v, %v", client, res, err)
+			}
+		}
+		if err := f.store.Ping(context.Background()); err != nil {
+			t.Errorf("client %d: ping: %v", client, err)
+		}
+		// One GET / for the check, one for the ping.
+		if n := infos(); n != 2*client {
+			t.Errorf("client %d: %d GET / so far, want %d: one check per client", client, n, 2*client)
+		}
+	}
+
+	// A ping first checks the product on its own answer: no second GET /.
+	fake.Clear()
+	f := fixture{fake: fake}.connect(t, fake.URL, 0)
+	if err := f.store.Ping(context.Background()); err != nil {
+		t.Errorf("ping first: %v", err)
+	}
+	if _, err := f.store.Find(context.Background(), &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)}); err != nil {
+		t.Errorf("find after ping: %v", err)
+	}
+	if n := infos(); n != 1 {
+		t.Errorf("%d GET / for a ping then a find, want 1", n)
+	}
+}
+
+// Products that are not Elasticsearch stay refused, however much of its
+// API they speak, and are asked again (not remembered as good) each time.
+func TestProductCheckRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts estest.Options
+	}{
+		{"OpenSearch reporting 7.10.2", estest.Options{Product: estest.OpenSearch}},
+		{"8.x without the header", estest.Options{Version: estest.V8, NoProductHeader: true}},
+		{"7.17 without the header", estest.Options{Version: estest.V7, NoProductHeader: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t, tc.opts, 0)
+			for range 2 {
+				_, err := f.store.Find(context.Background(), &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)})
+				if !errors.Is(err, sources.ErrUnavailable) || !strings.Contains(err.Error(), "not Elasticsearch") {
+					t.Errorf("find: %v, want ErrUnavailable from the product check", err)
+				}
+			}
+			if err := f.store.Ping(context.Background()); !errors.Is(err, sources.ErrUnavailable) {
+				t.Errorf("ping: %v, want ErrUnavailable", err)
+			}
+		})
 	}
 }
 

@@ -1,10 +1,14 @@
 // Package estest is a fake Elasticsearch for tests: an httptest.Server that
 // answers POST /<index>/_search over documents held in memory, GET / and
-// GET /_cluster/health, in the formats of Elasticsearch 8.x or 7.17, with
-// the X-Elastic-Product header the v8 client's product check wants. It
+// GET /_cluster/health, in the formats of Elasticsearch 8.x, 7.17 or
+// 7.10, with the X-Elastic-Product header the v8 client's product check
+// wants from 7.14 on (7.10 does not send it), or as another product. It
 // records every request so tests can assert exactly what was sent, and
 // can be told to fail the way real clusters do: error responses in the
-// servers' own formats, partial results, slowness, refusal.
+// servers' own formats, partial results, slowness, refusal. Knowing the
+// index mappings, it refuses sorts and terms aggregations on text fields
+// as Elasticsearch does. sources/elastic's TestFakeAnswersAsReal holds it
+// to a real 7.10.2 node's answers.
 package estest
 
 import (
@@ -18,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +31,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -36,6 +42,9 @@ type Version string
 const (
 	V8 Version = "8.15.3"
 	V7 Version = "7.17.24"
+	// V710 is what Superdesk's docker-compose runs (7.10.1; 7.10.2 is
+	// the one test/realserver runs): no X-Elastic-Product header.
+	V710 Version = "7.10.2"
 )
 
 // Major is the version's major number: 7 or 8.
@@ -45,6 +54,19 @@ func (v Version) Major() int {
 	}
 	return 8
 }
+
+// sendsProductHeader reports whether the version sends
+// X-Elastic-Product: Elasticsearch, as every release since 7.14 does.
+func (v Version) sendsProductHeader() bool {
+	var major, minor int
+	fmt.Sscanf(string(v), "%d.%d", &major, &minor)
+	return major > 7 || major == 7 && minor >= 14
+}
+
+// OpenSearch is an Options.Product: GET / answers as OpenSearch 1.3 does
+// with compatibility.override_main_response_version on (version number
+// 7.10.2, its own tagline, no build flavor), without X-Elastic-Product.
+const OpenSearch = "OpenSearch"
 
 // A SearchFunc evaluates a search body over the documents of an index,
 // as sandbox.Search does: the page of hits (after from and size, in sort
@@ -72,9 +94,18 @@ type Options struct {
 	// TotalAsInt sends hits.total as a bare number, as Elasticsearch 6
 	// did and 7+ does with rest_total_hits_as_int=true.
 	TotalAsInt bool
-	// NoProductHeader leaves out X-Elastic-Product: what a proxy or
-	// another product answers; the v8 client refuses it.
+	// NoProductHeader leaves out X-Elastic-Product (which versions from
+	// 7.14 on send): what a proxy or another product answers; the v8
+	// client refuses it.
 	NoProductHeader bool
+	// Product, when set (OpenSearch), makes the fake another product
+	// speaking the same API: its own GET / and no X-Elastic-Product.
+	Product string
+	// Mappings are the create-index bodies by collection, from which the
+	// fake learns the text fields (Elasticsearch refuses to sort or
+	// aggregate on those); nil means essrc.IndexMappings(), what
+	// prodapi-seed creates.
+	Mappings map[string][]byte
 	// Addr is the address to listen on; empty means 127.0.0.1:0. Tests of
 	// recovery start a fake where a client already failed to connect.
 	Addr string
@@ -121,6 +152,8 @@ type Server struct {
 	srv  *httptest.Server
 	stop chan struct{} // closed at cleanup: releases held requests
 
+	text map[string]map[string]bool // index -> its text fields (no fielddata)
+
 	mu       sync.Mutex
 	indexes  map[string][]*sources.Doc
 	requests []Request
@@ -147,7 +180,17 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, stop: make(chan struct{}), indexes: map[string][]*sources.Doc{}}
+	if opts.Mappings == nil {
+		opts.Mappings = essrc.IndexMappings()
+	}
+	s := &Server{opts: opts, stop: make(chan struct{}), indexes: map[string][]*sources.Doc{}, text: map[string]map[string]bool{}}
+	for c, body := range opts.Mappings {
+		fields, err := textFields(body)
+		if err != nil {
+			t.Fatalf("estest: mapping of %s: %v", c, err)
+		}
+		s.text[opts.Prefix+"_"+c] = fields
+	}
 	for c, docs := range opts.Docs {
 		s.indexes[opts.Prefix+"_"+c] = docs
 	}
@@ -246,7 +289,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, rec)
 	s.mu.Unlock()
 
-	if !s.opts.NoProductHeader {
+	if !s.opts.NoProductHeader && s.opts.Product == "" && s.opts.Version.sendsProductHeader() {
 		w.Header().Set("X-Elastic-Product", "Elasticsearch")
 	}
 	if err != nil {
@@ -340,8 +383,14 @@ func (s *Server) checkMediaTypes(r *http.Request) []byte {
 }
 
 func (s *Server) rootInfo() []byte {
+	if s.opts.Product == OpenSearch {
+		return []byte(openSearchInfo)
+	}
 	lucene, wire, index := "9.11.1", "7.17.0", "7.0.0"
-	if s.opts.Version.Major() == 7 {
+	switch {
+	case s.opts.Version == V710:
+		lucene, wire, index = "8.7.0", "6.8.0", "6.0.0-beta1"
+	case s.opts.Version.Major() == 7:
 		lucene, wire, index = "8.11.3", "6.8.0", "6.0.0-beta1"
 	}
 	return fmt.Appendf(nil, `{
@@ -363,6 +412,25 @@ func (s *Server) rootInfo() []byte {
 }
 `, s.opts.Version, lucene, wire, index)
 }
+
+const openSearchInfo = `{
+  "name" : "opensearch-node1",
+  "cluster_name" : "opensearch-cluster",
+  "cluster_uuid" : "Jv0sQ3WQS0S8r2cOlhXKkg",
+  "version" : {
+    "distribution" : "opensearch",
+    "number" : "7.10.2",
+    "build_type" : "tar",
+    "build_hash" : "9a5b4a6d8e9b8bd8f5bd6c59cb6fbb6c42ce8f32",
+    "build_date" : "2023-12-14T21:26:03.530979Z",
+    "build_snapshot" : false,
+    "lucene_version" : "8.10.1",
+    "minimum_wire_compatibility_version" : "6.8.0",
+    "minimum_index_compatibility_version" : "6.0.0-beta1"
+  },
+  "tagline" : "The OpenSearch Project: https://opensearch.org/"
+}
+`
 
 const clusterHealth = `{"cluster_name":"docker-cluster","status":"green","timed_out":false,"number_of_nodes":1,"number_of_data_nodes":1,"active_primary_shards":5,"active_shards":5,"relocating_shards":0,"initializing_shards":0,"unassigned_shards":0,"delayed_unassigned_shards":0,"number_of_pending_tasks":0,"number_of_in_flight_fetch":0,"task_max_waiting_in_queue_millis":0,"active_shards_percent_as_number":100.0}`
 
@@ -446,6 +514,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 		}
 		req = d
 	}
+	if field := textField(s.text[index], req); field != "" {
+		s.write(w, r, 400, FieldData(index, field))
+		return
+	}
 	if field := unmappedSort(docs, req); field != "" {
 		s.write(w, r, 400, NoMapping(index, field))
 		return
@@ -465,10 +537,13 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 	s.write(w, r, 200, s.response(index, req, res, reply))
 }
 
-// response renders a search response: hits with _index, _id, _score and
-// _source (the document without _id, plus _resource as eve-elastic
-// stores it; none when the body says "_source": false), the total as
-// track_total_hits asks, the aggregations.
+// response renders a search response as a real node does (checked
+// against one by TestFakeAnswersAsReal): hits with _index, _type on 7.x,
+// _id, _score (null when sorted, unless by _score), _source (the
+// document without _id, plus _resource as eve-elastic stores it unless
+// the _source filter leaves it out; none when the body says "_source":
+// false) and, when sorted, sort; the total as track_total_hits asks;
+// max_score null when sorted or empty; the aggregations.
 func (s *Server) response(index string, req *sources.Doc, res *sources.Result, reply Reply) []byte {
 	shards := sources.D("total", int64(1), "successful", int64(1), "skipped", int64(0), "failed", int64(0))
 	if n := int64(reply.FailedShards); n > 0 {
@@ -480,8 +555,9 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 		}
 		shards.Set("failures", failures)
 	}
-	sorted := req.Has("sort")
-	srcSpec, filtered := req.Get("_source")
+	sorted, scored := req.Has("sort"), sortsByScore(req)
+	srcSpec, _ := req.Get("_source")
+	withResource := keepsResource(srcSpec)
 	list := make([]any, 0, len(res.Docs))
 	for _, h := range res.Docs {
 		hit := sources.D("_index", index)
@@ -491,7 +567,7 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 		id, _ := h.Get("_id")
 		idStr, _ := sources.IDString(id)
 		hit.Set("_id", idStr)
-		if sorted {
+		if sorted && !scored {
 			hit.Set("_score", nil)
 		} else {
 			hit.Set("_score", 1.0)
@@ -503,10 +579,13 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 					src.Set(k, v)
 				}
 			}
-			if !filtered {
+			if withResource {
 				src.Set("_resource", collectionOf(index, s.opts.Prefix))
 			}
 			hit.Set("_source", src)
+		}
+		if sorted {
+			hit.Set("sort", sortValues(h, req))
 		}
 		list = append(list, hit)
 	}
@@ -514,8 +593,8 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 	if t := totalOf(req, res.Total, s.opts.TotalAsInt); t != nil {
 		hitsDoc.Set("total", t)
 	}
-	if sorted {
-		hitsDoc.Set("max_score", nil)
+	if sorted || len(list) == 0 { // sorted: even by _score
+		hitsDoc.Set("max_score", nil) // NaN, written as null
 	} else {
 		hitsDoc.Set("max_score", 1.0)
 	}
@@ -525,6 +604,268 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 		resp.Set("aggregations", res.Aggregations)
 	}
 	return codec.AppendJSON(nil, resp)
+}
+
+// sortsByScore reports whether the body's sort has a _score key: then
+// hits keep their scores.
+func sortsByScore(req *sources.Doc) bool {
+	spec, _ := req.Get("sort")
+	for _, k := range asList(spec) {
+		switch k := k.(type) {
+		case string:
+			if k == "_score" {
+				return true
+			}
+		case *sources.Doc:
+			if k.Has("_score") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keepsResource reports whether a _source filter keeps _resource, the
+// field eve-elastic stores in every document: the fake adds it after the
+// evaluator filtered the source, so it applies the filter to it here.
+func keepsResource(spec any) bool {
+	var includes, excludes []any
+	switch x := spec.(type) {
+	case nil:
+		return true
+	case bool:
+		return x
+	case string:
+		includes = []any{x}
+	case []any:
+		includes = x
+	case *sources.Doc:
+		for _, k := range []string{"includes", "include"} {
+			if v, ok := x.Get(k); ok {
+				includes = asList(v)
+			}
+		}
+		for _, k := range []string{"excludes", "exclude"} {
+			if v, ok := x.Get(k); ok {
+				excludes = asList(v)
+			}
+		}
+	}
+	matches := func(patterns []any) bool {
+		return slices.ContainsFunc(patterns, func(p any) bool {
+			ps, _ := p.(string)
+			ok, _ := path.Match(ps, "_resource")
+			return ok
+		})
+	}
+	return (len(includes) == 0 || matches(includes)) && !matches(excludes)
+}
+
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+// sortValues are the "sort" values of a hit, as Elasticsearch adds them
+// to every hit of a sorted search: dates as epoch milliseconds, ObjectIDs
+// as their hex, booleans as 0 or 1, strings and numbers as they are; of
+// an array, the least (ascending) or the greatest (descending) value;
+// null when the document has none (Elasticsearch writes null for a
+// keyword and Long.MIN/MAX_VALUE for a number or date; the fake has no
+// mapping to tell them apart, and prodapi reads none of them).
+func sortValues(h *sources.Doc, req *sources.Doc) []any {
+	spec, _ := req.Get("sort")
+	list, ok := spec.([]any)
+	if !ok {
+		list = []any{spec}
+	}
+	out := make([]any, 0, len(list))
+	for _, k := range list {
+		field, desc := "", false
+		switch k := k.(type) {
+		case string:
+			field = k
+		case *sources.Doc:
+			if k.Len() != 1 {
+				continue
+			}
+			f := k.Fields()[0]
+			field = f.Key
+			switch o := f.Value.(type) {
+			case string:
+				desc = o == "desc"
+			case *sources.Doc:
+				order, _ := o.Get("order")
+				desc = order == "desc"
+			}
+		}
+		if field == "_score" {
+			out = append(out, 1.0)
+			continue
+		}
+		path := strings.TrimSuffix(strings.TrimSuffix(field, ".keyword"), ".raw")
+		var best any
+		for _, v := range valuesAt(h, strings.Split(path, ".")) {
+			v = sortValue(v)
+			if v == nil {
+				continue
+			}
+			if best == nil || (lessSortValue(v, best) != desc) {
+				best = v
+			}
+		}
+		out = append(out, best)
+	}
+	return out
+}
+
+func valuesAt(v any, path []string) []any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		var out []any
+		for _, e := range x {
+			out = append(out, valuesAt(e, path)...)
+		}
+		return out
+	case *sources.Doc:
+		if len(path) == 0 {
+			return nil
+		}
+		next, _ := x.Get(path[0])
+		return valuesAt(next, path[1:])
+	}
+	if len(path) == 0 {
+		return []any{v}
+	}
+	return nil
+}
+
+func sortValue(v any) any {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UnixMilli()
+	case bool:
+		if x {
+			return int64(1)
+		}
+		return int64(0)
+	case sources.ObjectID:
+		s, _ := sources.IDString(x)
+		return s
+	case string, int64, float64, int32:
+		return x
+	}
+	return nil
+}
+
+func lessSortValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x < y
+	case int64:
+		switch y := b.(type) {
+		case int64:
+			return x < y
+		case float64:
+			return float64(x) < y
+		}
+	case float64:
+		switch y := b.(type) {
+		case int64:
+			return x < float64(y)
+		case float64:
+			return x < y
+		}
+	}
+	return false
+}
+
+// textFields returns the paths of the text fields of a create-index body
+// that have no fielddata.
+func textFields(body []byte) (map[string]bool, error) {
+	v, err := codec.DecodeJSON(body, codec.DecodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	root, _ := v.(*sources.Doc)
+	m, _ := root.Doc("mappings")
+	var walk func(prefix string, props *sources.Doc)
+	walk = func(prefix string, props *sources.Doc) {
+		for name, p := range props.All() {
+			p, ok := p.(*sources.Doc)
+			if !ok {
+				continue
+			}
+			if typ, _ := p.Get("type"); typ == "text" {
+				if fd, _ := p.Get("fielddata"); fd != true {
+					out[prefix+name] = true
+				}
+			}
+			if sub, ok := p.Doc("properties"); ok {
+				walk(prefix+name+".", sub)
+			}
+		}
+	}
+	if props, ok := m.Doc("properties"); ok {
+		walk("", props)
+	}
+	return out, nil
+}
+
+// textField returns the first text field the body sorts or aggregates
+// on (terms aggregations, at any depth), which Elasticsearch refuses.
+func textField(text map[string]bool, req *sources.Doc) string {
+	if len(text) == 0 {
+		return ""
+	}
+	spec, _ := req.Get("sort")
+	list, ok := spec.([]any)
+	if !ok {
+		list = []any{spec}
+	}
+	for _, k := range list {
+		var field string
+		switch k := k.(type) {
+		case string:
+			field = k
+		case *sources.Doc:
+			if k.Len() == 1 {
+				field = k.Fields()[0].Key
+			}
+		}
+		if text[field] {
+			return field
+		}
+	}
+	var aggs func(d *sources.Doc) string
+	aggs = func(d *sources.Doc) string {
+		for _, key := range []string{"aggs", "aggregations"} {
+			a, _ := d.Doc(key)
+			for _, agg := range a.All() {
+				agg, ok := agg.(*sources.Doc)
+				if !ok {
+					continue
+				}
+				terms, _ := agg.Doc("terms")
+				if f, _ := terms.Get("field"); f != nil {
+					if f, ok := f.(string); ok && text[f] {
+						return f
+					}
+				}
+				if f := aggs(agg); f != "" {
+					return f
+				}
+			}
+		}
+		return ""
+	}
+	return aggs(req)
 }
 
 // unmappedSort returns the first sort field without unmapped_type that
@@ -631,6 +972,20 @@ func ShardError(index, reason string) []byte {
 // NoMapping is Elasticsearch's answer to a sort on an unmapped field.
 func NoMapping(index, field string) []byte {
 	return ShardError(index, "No mapping found for ["+field+"] in order to sort on")
+}
+
+// FieldData is Elasticsearch's answer to a sort or terms aggregation on
+// a text field without fielddata.
+func FieldData(index, field string) []byte {
+	reason := "Text fields are not optimised for operations that require per-document field data like aggregations and sorting, " +
+		"so these operations are disabled by default. Please use a keyword field instead. Alternatively, set fielddata=true on [" +
+		field + "] in order to load field data by uninverting the inverted index. Note that this can use significant memory."
+	cause := sources.D("type", "illegal_argument_exception", "reason", reason)
+	e := sources.D("root_cause", []any{cause},
+		"type", "search_phase_execution_exception", "reason", "all shards failed", "phase", "query", "grouped", true,
+		"failed_shards", []any{sources.D("shard", int64(0), "index", index, "node", "dKzpvp0QTNqKlPOs8xBOrw", "reason", cause.Clone())},
+		"caused_by", cause.Clone())
+	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(400)))
 }
 
 // Rejected is the 429 of a full search queue.
