@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/server/render"
@@ -61,6 +64,10 @@ type Options struct {
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
 	Now     func() time.Time // nil: time.Now
+	// Tracer, when set, gets a span per lookup (cache.lookup, with the
+	// tier that answered) and per load (cache.flight). Nil: no spans,
+	// at no cost.
+	Tracer trace.TracerProvider
 }
 
 // Defaults of Options.
@@ -103,6 +110,7 @@ type Cache struct {
 	log          *slog.Logger
 	now          func() time.Time
 	metrics      *series
+	tracer       trace.Tracer // nil: no spans
 
 	local   *local
 	breaker breaker
@@ -181,6 +189,9 @@ func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
 		c.now = time.Now
 	}
 	c.keys = newKeyMemo()
+	if opts.Tracer != nil {
+		c.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/cache")
+	}
 	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), c.metrics)
 	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
 	c.breaker.set(closed)
@@ -226,6 +237,7 @@ const (
 // A fill is what a flight produced, shared by every request that waited
 // for it. Each request builds its own Representation from it.
 type fill struct {
+	tier   string // where the entry came from: local, redis or backend
 	kind   kind
 	e      *entry                 // the entry served (nil for kindPass)
 	raw    []byte                 // the uncompressed body, after a load
@@ -240,24 +252,49 @@ type fill struct {
 // read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
 func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+	if c.tracer == nil {
+		rep, _, err := c.lookup(ctx, q)
+		return rep, err
+	}
+	ctx, span := c.tracer.Start(ctx, "cache.lookup")
+	defer span.End()
+	rep, tier, err := c.lookup(ctx, q)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "")
+		return rep, err
+	}
+	span.SetAttributes(attrTier.String(tier), attrOutcome.String(rep.Outcome))
+	return rep, nil
+}
+
+// Span attributes of cache.lookup.
+const (
+	attrTier    = attribute.Key("prodapi.cache.tier") // local, redis, backend (loaded), none (bypass)
+	attrOutcome = attribute.Key("prodapi.cache.outcome")
+)
+
+// lookup is Load, also reporting the tier that answered.
+func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*render.Representation, string, error) {
 	if q == nil || q.Resource == nil {
-		return nil, errors.New("cache: a query without a resource")
+		return nil, "", errors.New("cache: a query without a resource")
 	}
 	res := q.Resource.Name
 	fresh := c.ttl(res, q.IsDetail())
 	if fresh <= 0 {
-		return c.bypass(ctx, q)
+		rep, err := c.bypass(ctx, q)
+		return rep, "none", err
 	}
 	key := c.keys.of(q)
 	now := c.now()
 	if r := c.local.get(key, now); r != nil {
 		if now.Before(r.localUntil) {
-			return c.localHit(res, r, now), nil
+			return c.localHit(res, r, now), "local", nil
 		}
 		if refreshing, status := c.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.
-			return c.represent(res, r.e, nil, now, kindStale, status, false), nil
+			return c.represent(res, r.e, nil, now, kindStale, status, false), "local", nil
 		}
 	}
 
@@ -277,7 +314,7 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 		now = c.now()
 		if e := pre.e; e != nil && e.isFresh(now) {
 			c.keepLocalUnless(key, e, now, pre.seq)
-			return c.represent(res, e, nil, now, kindHit, 0, false), nil
+			return c.represent(res, e, nil, now, kindHit, 0, false), "redis", nil
 		}
 	}
 
@@ -290,13 +327,21 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 				v, err = nil, errPanic
 			}
 		}()
-		return c.fill(ctx, key, q, fresh, pre)
+		// A variable of its own: assigning the captured ctx would move
+		// it to the heap on every Load, hits included.
+		fctx := ctx
+		if c.tracer != nil {
+			var span trace.Span
+			fctx, span = c.tracer.Start(ctx, "cache.flight")
+			defer span.End()
+		}
+		return c.fill(fctx, key, q, fresh, pre)
 	})
 	select {
 	case r := <-ch:
 		if r.Err != nil {
 			c.metrics.requests.Inc(res, OutcomeError)
-			return nil, r.Err
+			return nil, "", r.Err
 		}
 		f := r.Val.(*fill)
 		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
@@ -307,12 +352,12 @@ func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representat
 				rep.Outcome = OutcomeCollapsed
 			}
 			c.metrics.requests.Inc(res, rep.Outcome)
-			return &rep, nil
+			return &rep, f.tier, nil
 		}
-		return c.represent(res, f.e, f.raw, c.now(), f.kind, f.status, collapsed), nil
+		return c.represent(res, f.e, f.raw, c.now(), f.kind, f.status, collapsed), f.tier, nil
 	case <-ctx.Done():
 		c.metrics.requests.Inc(res, OutcomeError)
-		return nil, fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
 	}
 }
 
@@ -346,44 +391,46 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	now := c.now()
 	r := c.local.get(key, now)
 	if r != nil && now.Before(r.localUntil) {
-		return &fill{kind: kindHit, e: r.e}, nil
+		return &fill{tier: "local", kind: kindHit, e: r.e}, nil
 	}
 	rr := pre
 	if rr == nil {
 		rr = c.readRedis(ctx, key)
 	}
 	e, asked, seq, obsolete := rr.e, rr.asked, rr.seq, rr.obsolete
+	tier := "redis"
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
-		e = r.e
+		e, tier = r.e, "local"
 	}
 	now = c.now()
 	if e != nil {
 		switch {
 		case e.isFresh(now):
 			c.keepLocalUnless(key, e, now, seq)
-			return &fill{kind: kindHit, e: e}, nil
+			return &fill{tier: tier, kind: kindHit, e: e}, nil
 		case e.isUsable(now):
 			c.keepLocalUnless(key, e, now, seq)
 			// The failure a response reports is one from before it.
 			_, status := c.staleState(key, now)
 			c.refresh(ctx, key, q, fresh)
-			return &fill{kind: kindStale, e: e, status: status}, nil
+			return &fill{tier: tier, kind: kindStale, e: e, status: status}, nil
 		}
 	}
 	// Redis had nothing usable. A copy kept here still answers if the
 	// load fails.
 	var fallback *entry
+	fallbackTier := "local"
 	if r != nil && r.e.isUsable(now) {
 		fallback = r.e
 	}
 	if obsolete != nil && obsolete.isUsable(now) {
-		fallback = obsolete
+		fallback, fallbackTier = obsolete, "redis"
 	}
 	other, lease := c.fleet(ctx, key)
 	if other != nil {
 		c.keepLocal(key, other, c.now())
-		return &fill{kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
+		return &fill{tier: "redis", kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
 	fence := c.beginFill(ctx, q)
@@ -393,7 +440,7 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		if fallback != nil && fallback.isUsable(now) && staleable(err) {
 			status := fwdStatus(err)
 			c.noteFailure(key, status, now)
-			return &fill{kind: kindStaleError, e: fallback, status: status}, nil
+			return &fill{tier: fallbackTier, kind: kindStaleError, e: fallback, status: status}, nil
 		}
 		return nil, err
 	}
@@ -413,23 +460,23 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
-		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	case rep.Status == 404:
 		fresh, stale = c.notFoundTTL, 0
 	}
 	if fresh <= 0 {
-		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	}
 	now := c.now()
 	e := c.newEntry(rep, now, fresh, stale)
 	if !c.tag(ctx, f, rep, e) {
-		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	}
 	if !c.keepLocalUnless(key, e, now, f.seq) {
 		c.metrics.fencedFills.Inc()
-		return &fill{kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	}
-	op := writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL)}
+	op := writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL), parent: c.spanOf(ctx)}
 	if direct {
 		// Through the key's queue, so that it keeps its order with the
 		// key's other writes, but awaited.
@@ -443,7 +490,7 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.
 		c.enqueue(op)
 	}
 	c.clearFailure(key)
-	return &fill{kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
+	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
 
 // keepLocal puts e in the in-process tier: servable for LocalTTL at most

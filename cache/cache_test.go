@@ -862,8 +862,8 @@ func TestMetricsExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`prodapi_cache_requests_total{resource="items",outcome="miss"} 1`,
-		`prodapi_cache_requests_total{resource="items",outcome="hit"} 1`,
+		`prodapi_cache_requests_total{outcome="miss",resource="items"} 1`,
+		`prodapi_cache_requests_total{outcome="hit",resource="items"} 1`,
 		`prodapi_cache_redis_breaker_state 0`,
 		`# TYPE prodapi_cache_local_bytes gauge`,
 		`# TYPE prodapi_cache_local_evictions_total counter`,
@@ -945,5 +945,25 @@ func TestRedisHitDoesNotWaitForAFlight(t *testing.T) {
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every kind of Redis call is timed by op: the miss's GET, lease and SET,
+// and another replica's GET and generation check of the entry it found.
+func TestRedisDurations(t *testing.T) {
+	e := newEnv(t)
+	q := detail(t, "items", "a")
+	e.load(t, q)
+	e.settle()
+	other := e.newCache()
+	defer closeCache(t, other)
+	if rep, err := other.Load(context.Background(), q); err != nil || rep.Outcome != OutcomeHit {
+		t.Fatalf("the other replica: %v, %v; want a hit from Redis", rep, err)
+	}
+	h := e.metrics.Histogram("prodapi_cache_redis_duration_seconds", "", nil, "op")
+	for op, least := range map[string]uint64{"get": 2, "set": 1, "lease": 1, "gens": 1} {
+		if got := h.Count(op); got < least {
+			t.Errorf("%s: %d calls timed, want at least %d", op, got, least)
+		}
 	}
 }

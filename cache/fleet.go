@@ -45,7 +45,11 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 			return nil, ""
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-		won, err := c.rdb.SetNX(rctx, leaseKey(key), token, ttl).Result()
+		start := time.Now()
+		sctx, span := c.redisSpan(rctx, "SET")
+		won, err := c.rdb.SetNX(sctx, leaseKey(key), token, ttl).Result()
+		c.metrics.redisLease.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 		c.judgeShort(rctx, err)
 		cancel()
 		if err != nil {
@@ -87,7 +91,11 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 				return got, ""
 			}
 			rctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-			n, err := c.rdb.Exists(rctx, leaseKey(key)).Result()
+			start := time.Now()
+			sctx, span := c.redisSpan(rctx, "EXISTS")
+			n, err := c.rdb.Exists(sctx, leaseKey(key)).Result()
+			c.metrics.redisLease.Observe(time.Since(start).Seconds())
+			endSpan(span, err)
 			cancel()
 			if err != nil {
 				return nil, ""

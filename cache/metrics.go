@@ -34,12 +34,32 @@ type series struct {
 	changes               *metrics.Counter // op
 	changeLag             *metrics.Gauge
 	leases                *metrics.Counter // result
+	// Redis call durations by op, resolved once: a Redis-tier hit
+	// observes without a lookup.
+	redisGet, redisSet, redisDel metrics.Observer
+	redisGens, redisLease        metrics.Observer
 }
 
 func newMetrics(m *metrics.Metrics) *series {
+	var s *series
 	if m == nil {
-		return &series{}
+		s = &series{}
+	} else {
+		s = newSeries(m)
 	}
+	var redisTime *metrics.Histogram // nil without m: observes nothing
+	if m != nil {
+		redisTime = m.Histogram("prodapi_cache_redis_duration_seconds",
+			"Time a Redis call took, from sending it to its reply, by operation (get, set, del; gens: the tag generations of an entry read, "+
+				"in one pipeline; lease: a fleet load lease taken or looked at); a get given up on is timed to its reply.",
+			nil, "op")
+	}
+	s.redisGet, s.redisSet, s.redisDel = redisTime.Observer("get"), redisTime.Observer("set"), redisTime.Observer("del")
+	s.redisGens, s.redisLease = redisTime.Observer("gens"), redisTime.Observer("lease")
+	return s
+}
+
+func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		requests: m.Counter("prodapi_cache_requests_total",
 			"Requests to the cache, by resource and outcome (hit, stale, miss, collapsed, bypass, error).",

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Writes to Redis leave the request path: they are queued, per key on one
@@ -19,9 +22,10 @@ const (
 )
 
 type writeOp struct {
-	key string
-	val []byte // nil: delete the key
-	ttl time.Duration
+	key    string
+	val    []byte // nil: delete the key
+	ttl    time.Duration
+	parent trace.SpanContext // the request's span, when tracing: the write's span goes under it
 	// done, when set, is closed once the write was made or dropped.
 	done chan struct{}
 }
@@ -30,6 +34,35 @@ func (op writeOp) finish() {
 	if op.done != nil {
 		close(op.done)
 	}
+}
+
+// spanOf is the span of ctx when tracing, for a write to go under.
+func (c *Cache) spanOf(ctx context.Context) trace.SpanContext {
+	if c.tracer == nil {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(ctx)
+}
+
+// redisSpan starts the span of one Redis call when tracing; end ends it
+// with the call's error. Without a tracer both cost nothing.
+func (c *Cache) redisSpan(ctx context.Context, op string) (context.Context, trace.Span) {
+	if c.tracer == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, nil
+	}
+	return c.tracer.Start(ctx, "redis "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system.name", "redis"), attribute.String("db.operation.name", op)))
+}
+
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 }
 
 // redisGet reads key from Redis under the Redis timeout. ok is false when
@@ -59,7 +92,7 @@ func (c *Cache) redisGet(ctx context.Context, key string) (e *entry, ok bool) {
 	if err != nil {
 		c.metrics.corrupt.Inc()
 		c.log.Warn("cache: dropping a corrupt or foreign value", "key", key)
-		c.enqueue(writeOp{key: key})
+		c.enqueue(writeOp{key: key, parent: c.spanOf(ctx)})
 		return nil, true
 	}
 	return e, true
@@ -137,11 +170,21 @@ func (c *Cache) write(op writeOp) {
 	defer cancel()
 	var err error
 	opName := "set"
+	if op.parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, op.parent)
+	}
+	start := time.Now()
 	if op.val == nil {
 		opName = "del"
-		err = c.rdb.Del(ctx, op.key).Err()
+		sctx, span := c.redisSpan(ctx, "DEL")
+		err = c.rdb.Del(sctx, op.key).Err()
+		c.metrics.redisDel.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 	} else {
-		err = c.rdb.Set(ctx, op.key, op.val, op.ttl).Err()
+		sctx, span := c.redisSpan(ctx, "SET")
+		err = c.rdb.Set(sctx, op.key, op.val, op.ttl).Err()
+		c.metrics.redisSet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 	}
 	// A reply error (out of memory, read-only replica) means Redis is
 	// there: it counts, but does not trip the breaker, so reads go on.
@@ -175,10 +218,13 @@ func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 	// does not see our deadline (its batch is bounded by the
 	// connection's timeouts), so the reply is awaited here, in the
 	// request's own goroutine, and no goroutine starts on the way.
+	_, span := c.redisSpan(ctx, "GET")
 	cmd := redis.NewStringCmd(ctx, "get", key)
 	f := c.pipe.Submit(ctx, cmd)
 	err := f.WaitContext(wait)
 	if wait.Err() == nil || !errors.Is(err, wait.Err()) {
+		c.metrics.redisGet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 		c.breaker.done(redisHealthy(err) && time.Since(start) < sick)
 		if err != nil {
 			return nil, err
@@ -198,10 +244,14 @@ func (c *Cache) get(ctx context.Context, key string) ([]byte, error) {
 			// together after a long wait for the CPU (WaitContext looks at
 			// the batch before the context).
 			if err = f.WaitContext(judge); errors.Is(err, judge.Err()) {
+				endSpan(span, err)
 				c.breaker.done(false)
 				return
 			}
 		}
+		// Timed to its reply, like a get the request waited for.
+		c.metrics.redisGet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 		c.breaker.done(redisHealthy(err))
 	}()
 	return nil, context.Cause(wait)
@@ -223,6 +273,7 @@ func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sick)
 		defer cancel()
+		cctx, span := c.redisSpan(cctx, "GET")
 		var cmd *redis.StringCmd
 		if c.pipe != nil {
 			// The pipeliner runs commands on its own context.
@@ -231,6 +282,8 @@ func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 			cmd = c.rdb.Get(cctx, key)
 		}
 		b, err := cmd.Bytes()
+		c.metrics.redisGet.Observe(time.Since(start).Seconds())
+		endSpan(span, err)
 		done <- reply{b, err}
 	}()
 	wait, cancel := context.WithTimeout(ctx, c.redisTimeout)

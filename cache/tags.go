@@ -102,12 +102,16 @@ func (c *Cache) readGens(ctx context.Context, tags []string) (gens []uint64, ok 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
 	defer cancel()
+	start := time.Now()
+	sctx, span := c.redisSpan(ctx, "PIPELINE")
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(tags))
 	for i, t := range tags {
-		cmds[i] = pipe.Get(ctx, genKey(t))
+		cmds[i] = pipe.Get(sctx, genKey(t))
 	}
-	_, err := pipe.Exec(ctx)
+	_, err := pipe.Exec(sctx)
+	c.metrics.redisGens.Observe(time.Since(start).Seconds())
+	endSpan(span, err)
 	c.judgeShort(ctx, err)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		c.metrics.redisErrors.Inc("get")

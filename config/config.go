@@ -92,6 +92,8 @@ type Config struct {
 	// MaxConns caps the client connections held open; at the cap a new
 	// connection closes the longest idle one (PRODAPI_MAX_CONNS).
 	MaxConns int
+
+	Tracing Tracing
 }
 
 // ObjStore configures S3-compatible object storage for media. It is used
@@ -275,6 +277,7 @@ func LoadFrom(e Env) (Config, error) {
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
+	c.Tracing = p.tracing()
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)

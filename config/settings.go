@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -87,6 +88,15 @@ var settings = []Setting{
 	{Name: "PRODAPI_READ_TIMEOUT", Help: "time to read a whole request (0: none)", Value: func(c Config) string { return Duration(c.ReadTimeout) }},
 	{Name: "PRODAPI_WRITE_TIMEOUT", Help: "time to write a response (0: none); above twice PRODAPI_BACKEND_TIMEOUT", Value: func(c Config) string { return Duration(c.WriteTimeout) }},
 	{Name: "PRODAPI_IDLE_TIMEOUT", Help: "keep-alive connections close after this long idle", Value: func(c Config) string { return Duration(c.IdleTimeout) }},
+	{Name: "OTEL_TRACES_EXPORTER", Help: "traces: otlp, console (stdout) or none; an OTLP endpoint alone means otlp", Value: func(c Config) string { return cmp.Or(strings.Join(c.Tracing.Exporters, ","), "none") }},
+	{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Help: "OTLP/HTTP base URL; traces go to <url>/v1/traces (default http://localhost:4318)", Value: func(c Config) string { return c.Tracing.OTLPEndpoint }},
+	{Name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", Help: "OTLP/HTTP traces URL, used as is", Value: func(c Config) string { return c.Tracing.OTLPTracesEndpoint }},
+	{Name: "OTEL_EXPORTER_OTLP_PROTOCOL", Help: "http/protobuf (the only one supported)", Value: func(c Config) string { return c.Tracing.Protocol }},
+	{Name: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Help: "overrides OTEL_EXPORTER_OTLP_PROTOCOL for traces", Value: func(c Config) string { return c.Tracing.Protocol }},
+	{Name: "OTEL_SERVICE_NAME", Help: "service.name of the spans", Value: func(c Config) string { return c.Tracing.ServiceName }},
+	{Name: "OTEL_TRACES_SAMPLER", Help: "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", Value: func(c Config) string { return c.Tracing.Sampler }},
+	{Name: "OTEL_TRACES_SAMPLER_ARG", Help: "the ratio of the traceidratio samplers", Value: func(c Config) string { return strconv.FormatFloat(c.Tracing.SamplerRatio, 'g', -1, 64) }},
+	{Name: "OTEL_SDK_DISABLED", Help: "true turns tracing off whatever else is set", Value: func(c Config) string { return strconv.FormatBool(c.Tracing.Disabled) }},
 	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
 }
 

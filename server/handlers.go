@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -260,11 +259,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// handleMetrics exposes the registry in the Prometheus text format.
+// handleMetrics exposes the registry: OpenMetrics when the scraper asks
+// for it, the Prometheus text format otherwise.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := s.metrics.WriteText(w); err != nil {
-		s.logger.LogAttrs(r.Context(), slogLevelWarn, "writing metrics", errAttr(fmt.Errorf("server: %w", err)))
-	}
+	s.metricsHandler.ServeHTTP(w, r)
 }

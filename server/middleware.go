@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/server/query"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
-
-const slogLevelWarn = slog.LevelWarn
 
 // outcomeHit is the cache outcome of a fresh hit (cache.OutcomeHit), the
 // one PRODAPI_ACCESS_LOG_HITS samples.
@@ -159,8 +159,11 @@ func saneID(id string) bool {
 // (tokens) or query strings. 5xx are errors, everything else info.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Inc()
+		defer s.inFlight.Dec() // also when http.ErrAbortHandler passes through
 		start := time.Now()
 		next.ServeHTTP(w, r)
+		end := time.Now()
 		info := infoOf(w)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil {
@@ -173,6 +176,14 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		s.requests.Inc(route, statusLabel(status))
+		d := end.Sub(start)
+		obs := s.durations.observer(route, info.outcome, status)
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsSampled() {
+			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
+		} else {
+			obs.Observe(d.Seconds())
+		}
+		// Recorded above for every request: only the log line is sampled.
 		if info.outcome == outcomeHit && !s.access.hits.pick() {
 			return
 		}
@@ -181,7 +192,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			level = slog.LevelError
 		}
 		s.access.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
-			status: status, bytes: info.bytes, duration: time.Since(start), id: info.id, outcome: info.outcome, err: info.err})
+			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err})
 	})
 }
 

@@ -12,10 +12,11 @@ const allowed = "GET, HEAD, OPTIONS"
 // /<prefix>/v1, and /healthz, /readyz and /metrics beside it (no auth).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	// Outermost first: every request gets an id, then one access-log line
+	// Outermost first: every request gets an id, then a span (when
+	// tracing), then one access-log line
 	// (which must wrap recovery to log the 500 it writes), then panic
 	// recovery, then the request-target and header limits, before routing.
-	r.Use(s.requestID, s.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
+	r.Use(s.requestID, s.traceRequest, s.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
 	r.NotFound(s.handle(s.notFound))
 	r.MethodNotAllowed(s.handle(s.methodNotAllowed))
 
@@ -43,6 +44,7 @@ func (s *Server) Handler() http.Handler {
 		api("/"+res.Name+"/{id}", detail)
 		api("/"+res.Name+"/{id}/", detail)
 	}
+	s.durations.addRoutes(r)
 	return r
 }
 

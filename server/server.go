@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -45,6 +47,10 @@ type Options struct {
 	// Every other request is always logged.
 	AccessLogHits *float64
 	Now           func() time.Time
+	// Tracer, when set, gives every request a server span that honours
+	// the client's W3C traceparent, and exemplars to the request-duration
+	// histogram. Nil: no tracing, at no cost.
+	Tracer trace.TracerProvider
 }
 
 // A Check is one dependency /readyz probes.
@@ -77,6 +83,10 @@ type Server struct {
 	queries        *queryMemo
 	requests       *metrics.Counter
 	panics         *metrics.Counter
+	inFlight       metrics.GaugeSeries
+	durations      *durationTable
+	metricsHandler http.Handler
+	tracer         trace.Tracer // nil: no spans
 }
 
 // New returns a server answering list and detail requests with load.
@@ -109,6 +119,15 @@ func New(load render.Loader, opts Options) *Server {
 	}
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
+	s.inFlight = s.metrics.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series()
+	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
+		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
+			"(hit, stale, miss, collapsed, bypass, error, none).",
+		nil, "route", "outcome"))
+	s.metricsHandler = s.metrics.Handler()
+	if opts.Tracer != nil {
+		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
+	}
 	s.ids = newRequestIDs()
 	s.queries = newQueryMemo()
 	s.headers = newHeaderMemo()

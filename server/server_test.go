@@ -466,3 +466,32 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+// Every request is timed by route and cache outcome, and counted while in
+// flight; a 5xx without a cache outcome is an error.
+func TestRequestDurations(t *testing.T) {
+	rep := &render.Representation{Status: 200, Total: -1, Body: []byte(`{}`), CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
+	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
+	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
+	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
+	do(t, ts, "GET", "/healthz")
+	do(t, ts, "GET", "/no/such/thing")
+	m := do(t, ts, "GET", "/metrics")
+	for _, want := range []string{
+		`prodapi_http_request_duration_seconds_count{outcome="hit",route="/prodapi/v1/desks/{id}"} 2`,
+		`prodapi_http_request_duration_seconds_count{outcome="none",route="/healthz"} 1`,
+		`prodapi_http_request_duration_seconds_count{outcome="none",route="unmatched"} 1`,
+		"prodapi_http_requests_in_flight 1", // the /metrics request itself
+		`prodapi_http_requests_total{code="200",route="/prodapi/v1/desks/{id}"} 2`,
+	} {
+		if !strings.Contains(m.body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m.body, `outcome="miss"`) {
+		t.Error("series of an outcome never seen are exposed")
+	}
+	if got := outcomes[outcomeIndex("", 503)]; got != "error" {
+		t.Errorf("a 503 without an outcome is %q, want error", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/redis/go-redis/v9"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
@@ -22,6 +23,12 @@ import (
 	"github.com/prodapi/prodapi/sources/objstore"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
+
+// telemetry is what the backends count and trace into.
+type telemetry struct {
+	queries *metrics.Queries
+	tracer  trace.TracerProvider // nil: no spans
+}
 
 // backends are the clients main owns: it creates them here and closes
 // them, in reverse order, after the server has stopped.
@@ -45,13 +52,18 @@ type backends struct {
 // lists, and media from object storage (OBJSTORE_CONTAINER_NAME) or
 // GridFS. Nothing here waits for a server: the service starts while Mongo
 // or Elastic are down and answers 503 until they come back.
-func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
+func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger *slog.Logger) (*backends, error) {
+	queries := tel.queries
 	if cfg.Sandbox != "" {
-		return openSandbox(cfg, queries, logger)
+		return openSandbox(cfg, tel, logger)
 	}
 
 	b := &backends{logger: logger}
-	mc, err := mongo.Connect(mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout))
+	mo := mongosrc.ClientOptions(string(cfg.MongoURI), cfg.MongoMaxPool, cfg.BackendTimeout)
+	if tel.tracer != nil {
+		mo.SetMonitor(mongosrc.TraceMonitor(tel.tracer))
+	}
+	mc, err := mongo.Connect(mo)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the MongoDB client for %s: %s", cfg.MongoURI, redact(err, cfg.MongoURI))
 	}
@@ -59,7 +71,11 @@ func openBackends(ctx context.Context, cfg config.Config, queries *metrics.Count
 	dbName := mongosrc.DatabaseName(string(cfg.MongoURI))
 	docs := mongosrc.New(mc.Database(dbName), mongosrc.Options{Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
 
-	ec, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout))
+	ecfg := essrc.Config(string(cfg.ElasticURL), cfg.BackendTimeout)
+	if tel.tracer != nil {
+		ecfg.Instrumentation = elasticsearch.NewOpenTelemetryInstrumentation(tel.tracer, false)
+	}
+	ec, err := elasticsearch.NewClient(ecfg)
 	if err != nil {
 		b.close(logger)
 		return nil, fmt.Errorf("configuring the Elasticsearch client for %s: %s", cfg.ElasticURL, redact(err, cfg.ElasticURL))
@@ -155,8 +171,8 @@ func (b *backends) close(logger *slog.Logger) {
 // openSandbox opens the sample newsroom, or a directory it then watches:
 // a collection file replaced there reloads and reports the documents
 // that changed, as MongoDB's change streams would.
-func openSandbox(cfg config.Config, queries *metrics.Counter, logger *slog.Logger) (*backends, error) {
-	opts := sandbox.Options{Latency: cfg.SandboxLatency, Queries: queries}
+func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backends, error) {
+	opts := sandbox.Options{Latency: cfg.SandboxLatency, Queries: tel.queries, Tracer: tel.tracer}
 	type store interface {
 		sources.Store
 		sources.AssetStore

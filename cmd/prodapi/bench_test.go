@@ -513,8 +513,8 @@ func (s *benchServer) metrics(b *testing.B) benchMetrics {
 		switch {
 		case strings.HasPrefix(series, "prodapi_source_queries_total{"):
 			m.queries += v
-		case strings.HasPrefix(series, `prodapi_cache_requests_total{resource="items",outcome="`):
-			outcome := strings.TrimSuffix(strings.TrimPrefix(series, `prodapi_cache_requests_total{resource="items",outcome="`), `"}`)
+		case strings.HasPrefix(series, `prodapi_cache_requests_total{outcome="`) && strings.HasSuffix(series, `",resource="items"}`):
+			outcome := strings.TrimSuffix(strings.TrimPrefix(series, `prodapi_cache_requests_total{outcome="`), `",resource="items"}`)
 			m.outcomes[outcome] += v
 		}
 	}

@@ -254,7 +254,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// Stop once every request is in flight, held by the backend.
 	deadline := time.Now().Add(10 * time.Second)
-	for in.metric(t, `prodapi_source_queries_total{backend="sandbox",resource="items",op="search"}`) < n && time.Now().Before(deadline) {
+	for in.metric(t, `prodapi_source_queries_total{backend="sandbox",op="search",resource="items"}`) < n && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	if err := in.stop(); err != nil {

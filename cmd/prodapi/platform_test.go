@@ -26,10 +26,9 @@ import (
 // platform starts the protocol-level fakes of MongoDB (with the sample's
 // media in GridFS) and Elasticsearch, seeded with the sample newsroom, and
 // prodapi on them through the real drivers, exactly as it runs against a
-// platform: no sandbox.
-// platform starts the service on a Mongo and an Elasticsearch with the
-// sample newsroom; backendTimeout is PRODAPI_BACKEND_TIMEOUT.
-func platform(t *testing.T, backendTimeout string) (*instance, *mongotest.Server, *estest.Server) {
+// platform: no sandbox. backendTimeout is PRODAPI_BACKEND_TIMEOUT; kv is
+// more environment (name, value, ...).
+func platform(t *testing.T, backendTimeout string, kv ...string) (*instance, *mongotest.Server, *estest.Server) {
 	t.Helper()
 	docs, err := sourcestest.Fixtures(sampleDir)
 	if err != nil {
@@ -59,10 +58,10 @@ func platform(t *testing.T, backendTimeout string) (*instance, *mongotest.Server
 		}
 	}
 	es := estest.New(t, estest.Options{Docs: search})
-	in := start(t, "PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
+	in := start(t, append([]string{"PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
 		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", backendTimeout,
 		// Longer than twice the backend timeout, as config requires.
-		"PRODAPI_WRITE_TIMEOUT", "5m")
+		"PRODAPI_WRITE_TIMEOUT", "5m"}, kv...)...)
 	return in, mongo, es
 }
 

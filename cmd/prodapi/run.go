@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/config"
@@ -40,6 +42,9 @@ type env struct {
 	ready func(addr string)
 	// adminReady, when set, receives the operator listener's address.
 	adminReady func(addr string)
+	// build names the binary in prodapi_build_info; empty fields come
+	// from the binary's build information.
+	build metrics.Build
 }
 
 func run(ctx context.Context, e env) error {
@@ -119,6 +124,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		level = slog.LevelDebug
 	}
 	registry := metrics.NewMetrics()
+	registry.Register(e.build)
 	logs := newLogOutput(e.stderr, registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
@@ -130,7 +136,25 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	b, err := openBackends(ctx, cfg, registry.SourceQueries(), logger)
+	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, e.build.Resolve().Version)
+	if err != nil {
+		return err
+	}
+	var tracer trace.TracerProvider // nil: tracing off
+	if sdk != nil {
+		tracer = sdk
+		// Runs last: the spans of the drain and the cache's flush are
+		// exported too.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := sdk.Shutdown(sctx); err != nil {
+				logger.Warn("flushing traces", "error", err)
+			}
+		}()
+	}
+
+	b, err := openBackends(ctx, cfg, telemetry{queries: registry.SourceQueries(), tracer: tracer}, logger)
 	if err != nil {
 		return err
 	}
@@ -164,6 +188,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		LoadTimeout: cfg.LoadTimeout(),
 		Metrics:     registry,
 		Logger:      logger,
+		Tracer:      tracer,
 	})
 	if b.feed != nil {
 		// Ends when ctx does or the backends close (after the server).
@@ -219,6 +244,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Logger:        logger,
 		AccessLog:     logs,
 		AccessLogHits: &cfg.AccessLogHits,
+		Tracer:        tracer,
 	})
 
 	ln, err := net.Listen("tcp", *addr)

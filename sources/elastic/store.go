@@ -25,7 +25,7 @@ import (
 type Options struct {
 	Index   string           // ELASTICSEARCH_INDEX: the index prefix, e.g. "superdesk"
 	Timeout time.Duration    // per request; 0 means DefaultTimeout
-	Queries *metrics.Counter // counts backend "elastic", op "search"
+	Queries *metrics.Queries // counts backend "elastic", op "search"
 	Logger  *slog.Logger     // nil discards
 }
 
@@ -36,7 +36,7 @@ type Store struct {
 	client  *elasticsearch.Client
 	prefix  string
 	timeout time.Duration
-	queries *metrics.Counter
+	queries *metrics.Queries
 	log     *slog.Logger
 
 	// missing remembers the indexes already reported absent, so a fresh
@@ -197,7 +197,9 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte) 
 
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req := esapi.SearchRequest{Index: []string{index}, Body: bytes.NewReader(body)}
+	// Instrument: a span per search when the client was given
+	// OpenTelemetry instrumentation (main does so when tracing).
+	req := esapi.SearchRequest{Index: []string{index}, Body: bytes.NewReader(body), Instrument: s.client.InstrumentationEnabled()}
 	res, err := req.Do(tctx, s.client)
 	if err != nil {
 		return nil, transportError(ctx, tctx, op, index, err)

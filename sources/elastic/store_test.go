@@ -59,7 +59,7 @@ func newsroom() map[string][]*sources.Doc {
 type fixture struct {
 	fake    *estest.Server
 	store   *essrc.Store
-	queries *metrics.Counter
+	queries *metrics.Queries
 }
 
 func setup(t *testing.T, fo estest.Options, timeout time.Duration) fixture {

@@ -1,116 +1,236 @@
-// Package metrics is the registry of counters and gauges the cache, the
-// adapters and the server count into, written in the Prometheus text
-// format at /metrics.
+// Package metrics is the registry the cache, the adapters and the server
+// count and time into, on prometheus/client_golang, exposed at /metrics in
+// the Prometheus text format or OpenMetrics, as the scraper asks.
+//
+// main creates one registry and hands it (or single series) to the parts
+// that count; there is no global registry (never
+// prometheus.DefaultRegisterer). Consumers declare what they need through
+// Counter, Gauge and Histogram, which return the one already registered
+// under a name. The metric names and label names are part of the contract
+// with ops:
+//
+//	prodapi_source_queries_total{backend,resource,op}
+//	prodapi_source_query_duration_seconds{backend,resource,op}
+//	prodapi_cache_requests_total{resource,outcome}
+//
+// and the cache's, the server's and the process's own series (see the
+// README). Exposition sorts labels by name, as client_golang does.
+//
+// Counting on the request path allocates nothing: a series is looked up
+// by its label values in a map keyed by a fixed-size array, and resolved
+// once per label set.
 package metrics
 
 import (
-	"bufio"
+	"fmt"
 	"io"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
+	"net/http"
+	"runtime"
+	"runtime/debug"
 	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
-// Metrics is a registry of counters and gauges, exposed in the Prometheus
-// text format. main creates one and hands it (or single counters) to the
-// parts that count; there is no global registry. The metric names and
-// labels are part of the contract with ops:
-//
-//	prodapi_source_queries_total{backend,resource,op}
-//	prodapi_cache_requests_total{resource,outcome}
-//
-// and the cache's own gauges and counters.
+// Metrics is a registry of counters, gauges and histograms.
 type Metrics struct {
-	mu       sync.Mutex
-	families []metricFamily
+	reg *prometheus.Registry
+
+	mu     sync.Mutex
+	byName map[string]any // *Counter, *Gauge, *Histogram
 }
 
-type metricFamily interface {
-	writeText(b []byte) []byte
+// NewMetrics returns an empty registry. Register adds the Go, process and
+// build series.
+func NewMetrics() *Metrics {
+	return &Metrics{reg: prometheus.NewRegistry(), byName: map[string]any{}}
 }
 
-// NewMetrics returns an empty registry.
-func NewMetrics() *Metrics { return &Metrics{} }
-
-// SourceQueries returns the counter every backend query increments, with
-// labels backend, resource and op.
-func (m *Metrics) SourceQueries() *Counter {
-	return m.Counter("prodapi_source_queries_total",
-		"Queries sent to a backend, by backend (sandbox, mongo, elastic, s3), resource and operation.",
-		"backend", "resource", "op")
+// Build names the running binary in prodapi_build_info. Empty fields are
+// read from the binary's build information (runtime/debug); main passes
+// the values linked in at build time, if any.
+type Build struct {
+	Version, Revision string
 }
 
-// Counter registers a counter, or returns the one registered under name.
-func (m *Metrics) Counter(name, help string, labels ...string) *Counter {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, f := range m.families {
-		if c, ok := f.(*Counter); ok && c.name == name {
-			return c
+// Register adds the Go runtime collector (go_*), the process collector
+// (process_*) and prodapi_build_info{version,revision,goversion} = 1.
+func (m *Metrics) Register(b Build) {
+	b = b.Resolve()
+	version, revision := b.Version, b.Revision
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "prodapi_build_info",
+		Help:        "The running binary: version, VCS revision and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		info,
+	)
+}
+
+// Resolve fills b's empty fields from the binary's build information,
+// or "unknown".
+func (b Build) Resolve() Build {
+	version, revision := buildInfo()
+	if b.Version == "" {
+		b.Version = version
+	}
+	if b.Revision == "" {
+		b.Revision = revision
+	}
+	return b
+}
+
+// buildInfo returns the module version and VCS revision Go stamped into
+// the binary, or "unknown".
+func buildInfo() (version, revision string) {
+	version, revision = "unknown", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version, revision
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		version = v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			revision = s.Value
 		}
 	}
-	if len(labels) > maxLabels {
-		panic("sources: a metric with more than 4 labels") // a programming error, caught at start-up
-	}
-	c := &Counter{name: name, help: help, labels: labels}
-	m.families = append(m.families, c)
-	return c
+	return version, revision
 }
 
-// Gauge registers a gauge with labels, or returns the one registered under
-// name.
-func (m *Metrics) Gauge(name, help string, labels ...string) *Gauge {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, f := range m.families {
-		if g, ok := f.(*Gauge); ok && g.c.name == name {
-			return g
-		}
-	}
-	if len(labels) > maxLabels {
-		panic("sources: a metric with more than 4 labels") // a programming error, caught at start-up
-	}
-	g := &Gauge{c: Counter{name: name, help: help, labels: labels}}
-	m.families = append(m.families, g)
-	return g
-}
-
-// GaugeFunc registers a gauge whose value is read from f when metrics are
-// written.
-func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.families = append(m.families, gaugeFunc{name: name, help: help, f: f})
+// Handler serves the registry: OpenMetrics when the scraper's Accept asks
+// for it (with exemplars), the Prometheus text format otherwise.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // WriteText writes every metric in the Prometheus text exposition format.
 func (m *Metrics) WriteText(w io.Writer) error {
-	m.mu.Lock()
-	families := slices.Clone(m.families)
-	m.mu.Unlock()
-	bw := bufio.NewWriter(w)
-	var b []byte
+	families, err := m.reg.Gather()
+	if err != nil {
+		return err
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range families {
-		b = f.writeText(b[:0])
-		if _, err := bw.Write(b); err != nil {
+		if err := enc.Encode(f); err != nil {
 			return err
 		}
 	}
-	return bw.Flush()
+	return nil
 }
 
-// A Counter is a monotonically increasing count per label set. A nil
-// *Counter counts nothing, so counting is optional for its users.
-type Counter struct {
-	name, help string
-	labels     []string
-	// series maps a seriesKey to its *series. A sync.Map: counting reads a
-	// key that rarely changes, lock-free, on every request.
-	series sync.Map
+// Gatherer is the registry, for tests that lint it (testutil.GatherAndLint).
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+
+// SourceQueries returns the counter and histogram every backend query
+// goes through, with labels backend, resource and op.
+func (m *Metrics) SourceQueries() *Queries {
+	labels := []string{"backend", "resource", "op"}
+	return &Queries{
+		count: m.Counter("prodapi_source_queries_total",
+			"Queries sent to a backend, by backend (sandbox, mongo, elastic, s3), resource and operation.",
+			labels...),
+		duration: m.Histogram("prodapi_source_query_duration_seconds",
+			"Time a backend query took, from sending it to reading its answer, by backend, resource and operation.",
+			nil, labels...),
+	}
 }
+
+// lookup returns the metric registered under name, or registers the one
+// make returns. A name registered as another kind, or a registration
+// client_golang refuses, is a programming error, caught at start-up.
+func lookup[T any](m *Metrics, name string, make func() (T, prometheus.Collector)) T {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if x, ok := m.byName[name]; ok {
+		t, ok := x.(T)
+		if !ok {
+			panic(fmt.Sprintf("metrics: %s registered as %T", name, x))
+		}
+		return t
+	}
+	t, c := make()
+	m.reg.MustRegister(c)
+	m.byName[name] = t
+	return t
+}
+
+// help fills an empty help text, which client_golang refuses; tests look
+// series up by name only.
+func help(name, h string) string {
+	if h == "" {
+		return name
+	}
+	return h
+}
+
+func checkLabels(labels []string) {
+	if len(labels) > maxLabels {
+		panic("metrics: a metric with more than 4 labels") // a programming error, caught at start-up
+	}
+}
+
+// Counter registers a counter, or returns the one registered under name.
+func (m *Metrics) Counter(name, h string, labels ...string) *Counter {
+	return lookup(m, name, func() (*Counter, prometheus.Collector) {
+		checkLabels(labels)
+		vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help(name, h)}, labels)
+		c := &Counter{series: newSeriesSet(func(v []string) prometheus.Counter { return vec.WithLabelValues(v...) })}
+		if len(labels) == 0 {
+			c.series.get(nil) // exposed as 0 from the start
+		}
+		return c, vec
+	})
+}
+
+// Gauge registers a gauge with labels, or returns the one registered under
+// name.
+func (m *Metrics) Gauge(name, h string, labels ...string) *Gauge {
+	return lookup(m, name, func() (*Gauge, prometheus.Collector) {
+		checkLabels(labels)
+		vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help(name, h)}, labels)
+		g := &Gauge{series: newSeriesSet(func(v []string) prometheus.Gauge { return vec.WithLabelValues(v...) })}
+		if len(labels) == 0 {
+			g.series.get(nil)
+		}
+		return g, vec
+	})
+}
+
+// GaugeFunc registers a gauge whose value is read from f when metrics are
+// gathered.
+func (m *Metrics) GaugeFunc(name, h string, f func() float64) {
+	lookup(m, name, func() (struct{}, prometheus.Collector) {
+		return struct{}{}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help(name, h)}, f)
+	})
+}
+
+// Histogram registers a histogram with the given bucket upper bounds (nil:
+// DurationBuckets), or returns the one registered under name.
+func (m *Metrics) Histogram(name, h string, buckets []float64, labels ...string) *Histogram {
+	return lookup(m, name, func() (*Histogram, prometheus.Collector) {
+		checkLabels(labels)
+		if buckets == nil {
+			buckets = DurationBuckets
+		}
+		vec := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help(name, h), Buckets: buckets}, labels)
+		return &Histogram{series: newSeriesSet(func(v []string) prometheus.Observer { return vec.WithLabelValues(v...) })}, vec
+	})
+}
+
+// DurationBuckets are the default buckets of the duration histograms, in
+// seconds: from a hit served from memory (tens of microseconds) to a
+// backend timeout.
+var DurationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // seriesKey holds up to maxLabels label values: a comparable map key
 // that costs no allocation to build, so counting on the hot path is free
@@ -119,43 +239,43 @@ type seriesKey [maxLabels]string
 
 const maxLabels = 4
 
-type series struct {
+// seriesSet resolves the client_golang series of a label set once and
+// keeps it under the label values.
+type seriesSet[T any] struct {
+	resolve func([]string) T
+	// m maps a seriesKey to its *entry. A sync.Map: counting reads a key
+	// that rarely changes, lock-free, on every request.
+	m sync.Map
+}
+
+type entry[T any] struct {
 	values []string
-	bits   atomic.Uint64 // a uint64 count, or float64 bits for gauges
+	metric T
 }
 
-// Inc adds one to the series with these label values.
-func (c *Counter) Inc(values ...string) { c.Add(1, values...) }
-
-// Add adds n to the series with these label values.
-func (c *Counter) Add(n uint64, values ...string) {
-	if c == nil {
-		return
-	}
-	c.get(values).bits.Add(n)
+func newSeriesSet[T any](resolve func([]string) T) seriesSet[T] {
+	return seriesSet[T]{resolve: resolve}
 }
 
-// Value returns the count of one series.
-func (c *Counter) Value(values ...string) uint64 {
-	if c == nil {
-		return 0
+func (s *seriesSet[T]) get(values []string) T {
+	var key seriesKey
+	copy(key[:], values)
+	if e, ok := s.m.Load(key); ok {
+		return e.(*entry[T]).metric
 	}
-	return c.get(values).bits.Load()
+	vs := append([]string(nil), values...)
+	e, _ := s.m.LoadOrStore(key, &entry[T]{values: vs, metric: s.resolve(vs)})
+	return e.(*entry[T]).metric
 }
 
-// Sum returns the total over every series whose label values match the
-// given ones; an empty string matches any value.
-func (c *Counter) Sum(values ...string) uint64 {
-	if c == nil {
-		return 0
-	}
-	var total uint64
-	for _, v := range c.series.Range {
-		if s := v.(*series); matches(s.values, values) {
-			total += s.bits.Load()
+// each calls f with every series whose label values match want; an empty
+// string in want matches any value.
+func (s *seriesSet[T]) each(want []string, f func(T)) {
+	for _, v := range s.m.Range {
+		if e := v.(*entry[T]); matches(e.values, want) {
+			f(e.metric)
 		}
 	}
-	return total
 }
 
 func matches(have, want []string) bool {
@@ -167,66 +287,76 @@ func matches(have, want []string) bool {
 	return true
 }
 
-func (c *Counter) get(values []string) *series {
-	var key seriesKey
-	copy(key[:], values)
-	if s, ok := c.series.Load(key); ok {
-		return s.(*series)
+func read(m prometheus.Metric) *dto.Metric {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err) // client_golang's own metrics always write
 	}
-	s, _ := c.series.LoadOrStore(key, &series{values: slices.Clone(values)})
-	return s.(*series)
+	return &d
 }
 
-func (c *Counter) writeText(b []byte) []byte {
-	return c.write(b, "counter", func(s *series) []byte {
-		return strconv.AppendUint(nil, s.bits.Load(), 10)
-	})
+// A Counter is a monotonically increasing count per label set. A nil
+// *Counter counts nothing, so counting is optional for its users.
+type Counter struct {
+	series seriesSet[prometheus.Counter]
 }
 
-func (c *Counter) write(b []byte, kind string, value func(*series) []byte) []byte {
-	b = append(b, "# HELP "+c.name+" "+c.help+"\n# TYPE "+c.name+" "+kind+"\n"...)
-	var all []*series
-	for _, v := range c.series.Range {
-		all = append(all, v.(*series))
+// Inc adds one to the series with these label values.
+func (c *Counter) Inc(values ...string) {
+	if c == nil {
+		return
 	}
-	slices.SortFunc(all, func(x, y *series) int { return slices.Compare(x.values, y.values) })
-	for _, s := range all {
-		b = append(b, c.name...)
-		if len(c.labels) > 0 {
-			b = append(b, '{')
-			for i, l := range c.labels {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				v := ""
-				if i < len(s.values) {
-					v = s.values[i]
-				}
-				b = append(b, l+`="`...)
-				b = append(b, labelEscaper.Replace(v)...)
-				b = append(b, '"')
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ' ')
-		b = append(b, value(s)...)
-		b = append(b, '\n')
-	}
-	return b
+	c.series.get(values).Inc()
 }
 
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+// Add adds n to the series with these label values.
+func (c *Counter) Add(n uint64, values ...string) {
+	if c == nil {
+		return
+	}
+	c.series.get(values).Add(float64(n))
+}
+
+// Value returns the count of one series.
+func (c *Counter) Value(values ...string) uint64 {
+	if c == nil {
+		return 0
+	}
+	return uint64(read(c.series.get(values)).GetCounter().GetValue())
+}
+
+// Sum returns the total over every series whose label values match the
+// given ones; an empty string matches any value.
+func (c *Counter) Sum(values ...string) uint64 {
+	if c == nil {
+		return 0
+	}
+	var total uint64
+	c.series.each(values, func(s prometheus.Counter) { total += uint64(read(s).GetCounter().GetValue()) })
+	return total
+}
 
 // A Gauge is a value per label set that goes up and down. A nil *Gauge
 // records nothing.
-type Gauge struct{ c Counter }
+type Gauge struct {
+	series seriesSet[prometheus.Gauge]
+}
 
 // Set sets the series with these label values.
 func (g *Gauge) Set(v float64, values ...string) {
 	if g == nil {
 		return
 	}
-	g.c.get(values).bits.Store(math.Float64bits(v))
+	g.series.get(values).Set(v)
+}
+
+// Add adds v (which may be negative) to the series with these label
+// values.
+func (g *Gauge) Add(v float64, values ...string) {
+	if g == nil {
+		return
+	}
+	g.series.get(values).Add(v)
 }
 
 // Value returns the value of one series.
@@ -234,22 +364,136 @@ func (g *Gauge) Value(values ...string) float64 {
 	if g == nil {
 		return 0
 	}
-	return math.Float64frombits(g.c.get(values).bits.Load())
+	return read(g.series.get(values)).GetGauge().GetValue()
 }
 
-func (g *Gauge) writeText(b []byte) []byte {
-	return g.c.write(b, "gauge", func(s *series) []byte {
-		return strconv.AppendFloat(nil, math.Float64frombits(s.bits.Load()), 'g', -1, 64)
+// A Histogram is a distribution of observed values (durations in
+// seconds) per label set. A nil *Histogram records nothing.
+type Histogram struct {
+	series seriesSet[prometheus.Observer]
+}
+
+// Observe records v in the series with these label values.
+func (h *Histogram) Observe(v float64, values ...string) {
+	if h == nil {
+		return
+	}
+	h.series.get(values).Observe(v)
+}
+
+// Observer returns the series with these label values, for a caller that
+// resolves its series once (a table per route and outcome). It also
+// implements prometheus.ExemplarObserver. A nil *Histogram returns an
+// Observer that records nothing.
+func (h *Histogram) Observer(values ...string) prometheus.Observer {
+	if h == nil {
+		return discard{}
+	}
+	return h.series.get(values)
+}
+
+type discard struct{}
+
+func (discard) Observe(float64) {}
+
+// Count returns the number of observations in every series whose label
+// values match the given ones; an empty string matches any value.
+func (h *Histogram) Count(values ...string) uint64 {
+	if h == nil {
+		return 0
+	}
+	var total uint64
+	h.series.each(values, func(o prometheus.Observer) {
+		total += read(o.(prometheus.Metric)).GetHistogram().GetSampleCount()
 	})
+	return total
 }
 
-type gaugeFunc struct {
-	name, help string
-	f          func() float64
+// Queries counts and times backend queries: prodapi_source_queries_total
+// and prodapi_source_query_duration_seconds. A nil *Queries records
+// nothing.
+type Queries struct {
+	count    *Counter
+	duration *Histogram
 }
 
-func (g gaugeFunc) writeText(b []byte) []byte {
-	b = append(b, "# HELP "+g.name+" "+g.help+"\n# TYPE "+g.name+" gauge\n"+g.name+" "...)
-	b = strconv.AppendFloat(b, g.f(), 'g', -1, 64)
-	return append(b, '\n')
+// Inc counts one query.
+func (q *Queries) Inc(backend, resource, op string) {
+	if q == nil {
+		return
+	}
+	q.count.Inc(backend, resource, op)
 }
+
+// Observe records how long one query took, in seconds.
+func (q *Queries) Observe(seconds float64, backend, resource, op string) {
+	if q == nil {
+		return
+	}
+	q.duration.Observe(seconds, backend, resource, op)
+}
+
+// Value returns the count of one series.
+func (q *Queries) Value(values ...string) uint64 {
+	if q == nil {
+		return 0
+	}
+	return q.count.Value(values...)
+}
+
+// Sum returns the count over every series whose label values match the
+// given ones; an empty string matches any value.
+func (q *Queries) Sum(values ...string) uint64 {
+	if q == nil {
+		return 0
+	}
+	return q.count.Sum(values...)
+}
+
+// Timed returns the number of timed queries whose label values match the
+// given ones.
+func (q *Queries) Timed(values ...string) uint64 {
+	if q == nil {
+		return 0
+	}
+	return q.duration.Count(values...)
+}
+
+// An Observer is one resolved histogram series (prometheus.Observer).
+type Observer = prometheus.Observer
+
+// ObserveWithTrace records v in o with the trace as its exemplar
+// (trace_id), which OpenMetrics scrapes carry; with no trace id, or an
+// o that keeps no exemplars, it is a plain Observe.
+func ObserveWithTrace(o Observer, v float64, traceID string) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && traceID != "" {
+		eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
+		return
+	}
+	o.Observe(v)
+}
+
+// A GaugeSeries is one resolved gauge series.
+type GaugeSeries interface {
+	Inc()
+	Dec()
+	Set(float64)
+	Add(float64)
+}
+
+// Series returns the series with these label values, resolved once, for
+// a caller on the request path. A nil *Gauge returns one that records
+// nothing.
+func (g *Gauge) Series(values ...string) GaugeSeries {
+	if g == nil {
+		return noGauge{}
+	}
+	return g.series.get(values)
+}
+
+type noGauge struct{}
+
+func (noGauge) Inc()        {}
+func (noGauge) Dec()        {}
+func (noGauge) Set(float64) {}
+func (noGauge) Add(float64) {}

@@ -36,7 +36,7 @@ type Options struct {
 	Timeout time.Duration
 	// Queries counts every query sent (prodapi_source_queries_total),
 	// with backend "mongo"; nil counts nothing.
-	Queries *metrics.Counter
+	Queries *metrics.Queries
 	// Logger receives what is worth knowing but is not an error of the
 	// caller's; nil discards.
 	Logger *slog.Logger
@@ -49,7 +49,7 @@ type Options struct {
 type Store struct {
 	db      *mongodriver.Database
 	timeout time.Duration
-	queries *metrics.Counter
+	queries *metrics.Queries
 	log     *slog.Logger
 }
 

@@ -24,7 +24,7 @@ var docCmp = cmp.Transformer("fields", func(d *sources.Doc) []sources.Field { re
 type env struct {
 	srv     *mongotest.Server
 	store   *mongosrc.Store
-	queries *metrics.Counter
+	queries *metrics.Queries
 }
 
 func newEnv(t *testing.T, seed map[string][]*sources.Doc, opts mongosrc.Options) *env {

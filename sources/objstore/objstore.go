@@ -49,7 +49,7 @@ type Options struct {
 	Timeout     time.Duration // per Asset call (all S3 requests and retries); 0 means DefaultTimeout
 	// Queries counts one query (backend "s3", resource "assets", op
 	// "asset") per Asset call that reaches S3. Nil counts nothing.
-	Queries *metrics.Counter
+	Queries *metrics.Queries
 	Logger  *slog.Logger // nil: discard
 	// Now is the clock presigned URLs are signed with and expire by; nil
 	// means time.Now.

@@ -31,12 +31,12 @@ var (
 
 // newTestStore returns a Store on the fake, built with NewClient as
 // cmd/prodapi builds it, and its query counter.
-func newTestStore(t testing.TB, endpoint string, opts Options) (*Store, *metrics.Counter) {
+func newTestStore(t testing.TB, endpoint string, opts Options) (*Store, *metrics.Queries) {
 	t.Helper()
 	return newTestStoreKeys(t, endpoint, testAccessKey, testSecretKey, opts)
 }
 
-func newTestStoreKeys(t testing.TB, endpoint, accessKey, secretKey string, opts Options) (*Store, *metrics.Counter) {
+func newTestStoreKeys(t testing.TB, endpoint, accessKey, secretKey string, opts Options) (*Store, *metrics.Queries) {
 	t.Helper()
 	client, err := NewClient(context.Background(), accessKey, secretKey, testRegion, endpoint)
 	if err != nil {

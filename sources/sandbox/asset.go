@@ -94,9 +94,11 @@ func (set *assetSet) find(id string) (*assetFile, bool) {
 // "<media>.png" finds "<media>.jpg". Ids with "..", a backslash or a
 // leading "/" are not found.
 func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
-	if err := s.query(ctx, "assets", "asset"); err != nil {
+	end, err := s.query(ctx, "assets", "asset")
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	if !cleanAssetPath(mediaID) {
 		return nil, fmt.Errorf("sandbox: asset %q: %w", mediaID, sources.ErrNotFound)
 	}

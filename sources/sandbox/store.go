@@ -12,6 +12,9 @@ import (
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/metrics"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // sample is the bundled newsroom (PRODAPI_SANDBOX=sample).
@@ -26,9 +29,12 @@ type Options struct {
 	Latency time.Duration
 	// Queries counts queries (prodapi_source_queries_total) with backend
 	// label "sandbox"; nil counts nothing.
-	Queries *metrics.Counter
+	Queries *metrics.Queries
 	// Now anchors ES date math ("now-1d"); nil means time.Now.
 	Now func() time.Time
+	// Tracer, when set, gets a span per query under the caller's span;
+	// nil: none.
+	Tracer trace.TracerProvider
 }
 
 // A Store is a newsroom held in memory: it answers every sources.Store
@@ -42,6 +48,7 @@ type Store struct {
 	// the stored strings for the Store's lifetime.
 	an     *analyzer
 	assets *assetSet
+	tracer trace.Tracer // nil: no spans
 }
 
 // idKey identifies an _id: ObjectIDs and strings are different ids.
@@ -98,6 +105,9 @@ func Load(fsys fs.FS, opts Options) (*Store, error) {
 		colls: map[string][]*sources.Doc{},
 		ids:   map[string]map[idKey]*sources.Doc{},
 		an:    newAnalyzer(),
+	}
+	if opts.Tracer != nil {
+		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/sources/sandbox")
 	}
 	var newest time.Time
 	for _, c := range sources.Collections {
@@ -192,22 +202,38 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-// query counts one backend query and waits out the configured latency.
-func (s *Store) query(ctx context.Context, resource, op string) error {
+// query counts one backend query, starts its span when tracing, and
+// waits out the configured latency. The caller calls end when the query
+// is answered: it times the query and ends the span.
+func (s *Store) query(ctx context.Context, resource, op string) (end func(), err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	s.opts.Queries.Inc("sandbox", resource, op)
+	start := time.Now()
+	var span trace.Span
+	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
+		_, span = s.tracer.Start(ctx, "sandbox "+op+" "+resource, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("db.system.name", "sandbox"), attribute.String("db.operation.name", op),
+				attribute.String("db.collection.name", resource)))
+	}
+	end = func() {
+		s.opts.Queries.Observe(time.Since(start).Seconds(), "sandbox", resource, op)
+		if span != nil {
+			span.End()
+		}
+	}
 	if s.opts.Latency <= 0 {
-		return nil
+		return end, nil
 	}
 	t := time.NewTimer(s.opts.Latency)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return end, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		end()
+		return nil, ctx.Err()
 	}
 }
 
@@ -226,9 +252,11 @@ func (s *Store) byID(collection, id string) (*sources.Doc, bool) {
 
 // Get reads a document by id.
 func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (*sources.Doc, error) {
-	if err := s.query(ctx, sources.MetricName(res.Collection), "get"); err != nil {
+	end, err := s.query(ctx, sources.MetricName(res.Collection), "get")
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	d, ok := s.byID(res.Collection, id)
 	if !ok {
 		return nil, fmt.Errorf("sandbox: %s/%s: %w", res.Name, id, sources.ErrNotFound)
@@ -245,15 +273,19 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 		if q.Search == nil {
 			return nil, fmt.Errorf("sandbox: search list of %s without a search body: %w", res.Name, sources.ErrInvalid)
 		}
-		if err := s.query(ctx, sources.MetricName(res.Collection), "search"); err != nil {
+		end, err := s.query(ctx, sources.MetricName(res.Collection), "search")
+		if err != nil {
 			return nil, err
 		}
+		defer end()
 		env := &searchEnv{now: s.now(), an: s.an, resource: res.Collection}
 		return env.search(docs, q.Search)
 	}
-	if err := s.query(ctx, sources.MetricName(res.Collection), "find"); err != nil {
+	done, err := s.query(ctx, sources.MetricName(res.Collection), "find")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	m, err := compileFilter(q.Where, 0)
 	if err != nil {
 		return nil, err
@@ -288,9 +320,11 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, e
 	if l.Search {
 		op = "search"
 	}
-	if err := s.query(ctx, sources.MetricName(l.Collection), op); err != nil {
+	end, err := s.query(ctx, sources.MetricName(l.Collection), op)
+	if err != nil {
 		return nil, err
 	}
+	defer end()
 	docs := s.colls[l.Collection]
 	if l.Search {
 		return s.searchLookup(docs, l)

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/prodapi/prodapi/sources/metrics"
+)
+
+// outcomes are the outcome label values of
+// prodapi_http_request_duration_seconds: the cache outcomes a response
+// carries (render.Representation.Outcome), "error" for a 5xx answered
+// without one, and "none" for every other response the cache had no part
+// in (health, metrics, refused requests).
+var outcomes = [...]string{"hit", "stale", "miss", "collapsed", "bypass", "error", "none"}
+
+const (
+	outcomeError = 5
+	outcomeNone  = 6
+)
+
+// outcomeIndex is the index of a response's outcome in outcomes, or -1
+// for an outcome not in the list.
+func outcomeIndex(outcome string, status int) int {
+	switch outcome {
+	case "hit":
+		return 0
+	case "stale":
+		return 1
+	case "miss":
+		return 2
+	case "collapsed":
+		return 3
+	case "bypass":
+		return 4
+	case "error":
+		return outcomeError
+	case "":
+		if status >= 500 {
+			return outcomeError
+		}
+		return outcomeNone
+	}
+	return -1
+}
+
+// durationTable holds the request-duration series of every route and
+// outcome: a row per route, made when the router is built, whose series
+// are resolved on their first request (so routes and outcomes never seen
+// expose no series), after which observing a request allocates nothing
+// and takes no lock.
+type durationTable struct {
+	hist   *metrics.Histogram
+	routes map[string]*durationRow // written only before serving
+}
+
+type durationRow [len(outcomes)]atomic.Pointer[metrics.Observer]
+
+func newDurationTable(hist *metrics.Histogram) *durationTable {
+	return &durationTable{hist: hist, routes: map[string]*durationRow{}}
+}
+
+// add makes the row of route.
+func (t *durationTable) add(route string) {
+	t.routes[route] = new(durationRow)
+}
+
+// addRoutes resolves the series of every route of r, and of "unmatched".
+func (t *durationTable) addRoutes(r chi.Routes) {
+	t.add("unmatched")
+	chi.Walk(r, func(_, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		t.add(route)
+		return nil
+	})
+}
+
+// observer returns the series of route and outcome.
+func (t *durationTable) observer(route, outcome string, status int) metrics.Observer {
+	i := outcomeIndex(outcome, status)
+	if row := t.routes[route]; row != nil && i >= 0 {
+		if o := row[i].Load(); o != nil {
+			return *o
+		}
+		o := t.hist.Observer(route, outcomes[i]) // the same series, should two requests race here
+		row[i].Store(&o)
+		return o
+	}
+	if i >= 0 {
+		outcome = outcomes[i]
+	}
+	return t.hist.Observer(route, outcome) // a route or outcome not foreseen: looked up, still without garbage
+}
