@@ -85,20 +85,9 @@ func FreePort(t testing.TB) int {
 // FreePorts returns n distinct free loopback ports.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }
