@@ -59,8 +59,10 @@ func TestOneLoadPerFleet(t *testing.T) {
 	if got := e.be.count(q); got != 1 {
 		t.Errorf("backend loads = %d, want 1 for the fleet", got)
 	}
-	if outcomes[OutcomeMiss] != 1 || outcomes[OutcomeMiss]+outcomes[OutcomeCollapsed] != 150 {
-		t.Errorf("outcomes %v, want one miss and 149 collapsed", outcomes)
+	// A request a busy machine starts after the value is stored is a
+	// hit, not collapsed: either way it cost no load.
+	if outcomes[OutcomeMiss] != 1 || outcomes[OutcomeMiss]+outcomes[OutcomeCollapsed]+outcomes[OutcomeHit] != 150 {
+		t.Errorf("outcomes %v, want one miss and 149 collapsed or hits", outcomes)
 	}
 	if e.m.Exists(leaseKey(Key(q))) {
 		t.Error("the lease outlived the load")
