@@ -163,22 +163,36 @@ func (p *Process) Stop(grace time.Duration) {
 // timeout passes; timeout bounds a start on a loaded machine, not a
 // measurement.
 func (p *Process) WaitReady(timeout time.Duration, ready func(context.Context) error) error {
+	err, exited := poll(timeout, p.done, ready)
+	switch {
+	case err == nil:
+		return nil
+	case exited:
+		return fmt.Errorf("realserver: %s exited before it was ready (%v): %w\n%s", p.Name, p.err, err, p.Output())
+	default:
+		return fmt.Errorf("realserver: %s not ready after %s: %w\n%s", p.Name, timeout, err, p.Output())
+	}
+}
+
+// poll calls cond, backing off from 20 ms to 500 ms, until it returns
+// nil, stop is closed (exited is then true; a nil stop never is) or
+// timeout passes, and returns cond's last error.
+func poll(timeout time.Duration, stop <-chan struct{}, cond func(context.Context) error) (err error, exited bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	delay := 50 * time.Millisecond
+	delay := 20 * time.Millisecond
 	for {
-		err := ready(ctx)
-		if err == nil {
-			return nil
+		if err = cond(ctx); err == nil {
+			return nil, false
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("realserver: %s exited before it was ready (%v): %w\n%s", p.Name, p.err, err, p.Output())
+		case <-stop:
+			return err, true
 		case <-ctx.Done():
-			return fmt.Errorf("realserver: %s not ready after %s: %w\n%s", p.Name, timeout, err, p.Output())
+			return err, false
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, time.Second)
+		delay = min(2*delay, 500*time.Millisecond)
 	}
 }
 

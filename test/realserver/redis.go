@@ -202,21 +202,10 @@ func (r *Redis) Version(ctx context.Context) (string, error) {
 
 // waitFor calls cond until it returns nil or RedisTimeout passes.
 func waitFor(what string, cond func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), RedisTimeout)
-	defer cancel()
-	delay := 20 * time.Millisecond
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("realserver: %s: not after %s: %w", what, RedisTimeout, err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 500*time.Millisecond)
+	if err, _ := poll(RedisTimeout, nil, cond); err != nil {
+		return fmt.Errorf("realserver: %s: not after %s: %w", what, RedisTimeout, err)
 	}
+	return nil
 }
 
 // A RedisCluster is a Redis Cluster of redis-server processes on
