@@ -119,7 +119,8 @@ type Cache struct {
 	keys    *keyMemo
 	gzip    gzipPool
 	inval   invalLog
-	id      string // this replica, in the invalidations it publishes
+	known   knownGens // generations read from Redis, kept while subscribed
+	id      string    // this replica, in the invalidations it publishes
 	sub     subscriber
 	alone   alone // feed leases and tokens without Redis (lease.go)
 

@@ -121,10 +121,15 @@
 // old entry recorded), kept TagTTL (24h) after its last invalidation. An
 // entry stores the generation of each of its tags when it was built
 // (a "PDT" prefix before the value; at most 1024 tags, beyond which
-// the entry is served and not stored). A Redis hit reads its tags'
-// generations in one more pipelined round trip (one GET per tag, so a
-// Cluster can route each) and is current only if all of them match. An
-// obsolete entry is never served as fresh or while a refresh runs: the
+// the entry is served and not stored). A Redis hit is current only if
+// all of its tags still have those generations. A replica remembers the
+// generations it reads (at most 16384 tags) while it is subscribed to
+// the invalidation channel, whose messages make it forget the tags they
+// name, and for no longer than LocalTTL: a Redis hit whose tags it knows
+// costs the GET alone. Otherwise it reads them in one more pipelined
+// round trip (one GET per tag, so a Cluster can route each); so does a
+// hit whose generations differ from what it remembers, before it counts
+// as obsolete. An obsolete entry is never served as fresh or while a refresh runs: the
 // request loads, and the obsolete entry is the stale-if-error fallback.
 // Entries are written for at most TagTTL, so none outlives a generation
 // it predates.
@@ -139,8 +144,9 @@
 // own tier. go-redis reconnects a lost subscription; the confirmation
 // that follows a failure empties the tier, because messages may have
 // been missed. A silent subscription is pinged every 5s so that a cut
-// shows. While unsubscribed a replica can serve an in-process entry for
-// at most LocalTTL; Redis hits stay exact.
+// shows. Until it knows it is unsubscribed, a replica can serve an
+// in-process entry, or check a Redis hit against a remembered
+// generation, for at most LocalTTL; after that, Redis hits are exact.
 //
 // Fills are fenced. Before its load a fill reads the generations of the
 // key's own tags (all, res:, and doc:<id> or list:<resource>) and notes
@@ -252,6 +258,7 @@
 //	prodapi_cache_fenced_fills_total                 loads not stored: invalidated while they ran
 //	prodapi_cache_invalidation_subscribed            1 subscribed, 0 not
 //	prodapi_cache_invalidation_subscriptions_total   subscriptions (each after a failure empties the tier)
+//	prodapi_cache_known_generation_checks_total      Redis hits checked without a second round trip
 //	prodapi_cache_changes_total{op}                  change-feed events applied (insert, update, replace, delete, flush)
 //	prodapi_cache_change_lag_seconds                 from the latest change's write to its application
 //	prodapi_cache_fleet_leases_total{result}         won, waited, timeout

@@ -30,6 +30,7 @@ type series struct {
 	invalidationsApplied  *metrics.Counter
 	fencedFills           *metrics.Counter
 	subscribed            *metrics.Gauge
+	knownGens             *metrics.Counter
 	resubscribes          *metrics.Counter
 	changes               *metrics.Counter // op
 	changeLag             *metrics.Gauge
@@ -91,6 +92,8 @@ func newSeries(m *metrics.Metrics) *series {
 			"Loads not stored because one of their documents was invalidated while they ran."),
 		subscribed: m.Gauge("prodapi_cache_invalidation_subscribed",
 			"1 while the replica is subscribed to the invalidation channel, 0 while it is not."),
+		knownGens: m.Counter("prodapi_cache_known_generation_checks_total",
+			"Redis hits checked against the tag generations this replica remembers, without a second round trip."),
 		resubscribes: m.Counter("prodapi_cache_invalidation_subscriptions_total",
 			"Subscriptions to the invalidation channel; each one after a failure emptied the in-process tier, because messages may have been missed."),
 		changes: m.Counter("prodapi_cache_changes_total",

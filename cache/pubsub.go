@@ -77,6 +77,7 @@ func (c *Cache) listen() {
 				continue
 			}
 			failed = true
+			c.known.setLive(false)
 			c.metrics.subscribed.Set(0)
 			c.log.Debug("cache: invalidation subscription lost", "error", err)
 			select {
@@ -96,6 +97,7 @@ func (c *Cache) listen() {
 					c.local.clear()
 					failed = false
 				}
+				c.known.setLive(true)
 				c.metrics.subscribed.Set(1)
 				c.metrics.resubscribes.Inc()
 			}

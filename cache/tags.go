@@ -130,22 +130,6 @@ func (c *Cache) readGens(ctx context.Context, tags []string) (gens []uint64, ok 
 	return gens, true
 }
 
-// current reports whether e, just read from Redis, is still current:
-// whether every one of its tags still has the generation it was built
-// under. It costs one pipelined round trip; an entry without tags (asset
-// redirects, values from before tagging) is current.
-func (c *Cache) current(ctx context.Context, e *entry) bool {
-	if len(e.tags) == 0 {
-		return true
-	}
-	gens, ok := c.readGens(ctx, e.tags)
-	if !ok {
-		// Unknown: load rather than risk serving an obsolete entry.
-		return false
-	}
-	return slices.Equal(gens, e.gens)
-}
-
 // A fence is what a fill notes before its load: the generations of the
 // key's static tags, and the in-process invalidation sequence. An
 // invalidation during the load then keeps the result out of both tiers.
@@ -393,6 +377,7 @@ func (c *Cache) invalidate(ctx context.Context, tags []string) error {
 // and notes the invalidation for fills under way.
 func (c *Cache) applyInvalidation(tags []string) {
 	c.inval.add(tags)
+	c.known.forget(tags)
 	c.local.invalidate(tags)
 	c.metrics.invalidationsApplied.Inc()
 }

@@ -16,7 +16,9 @@
 // Scenarios (-scenarios picks some):
 //
 //	wrk         wrk (C) pinned to one core, servers to the other, then
-//	            floating: bare, prodapi in-process and Redis hits, nginx
+//	            floating: bare, prodapi in-process and Redis hits,
+//	            in-process hits with invalidation on, the Redis floor (the
+//	            bare server with one go-redis GET per request), nginx
 //	            proxy_cache and Varnish in front of the bare server, on an
 //	            item detail and the 25-item list; requests/s and the
 //	            server's CPU time per request from /proc
@@ -100,11 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.StringVar(&o.out, "o", "", "also write the report to this file")
 	bare := fs.String("bare", "", "internal: serve the responses in this file as the bare server")
+	bareRedis := fs.String("bare-redis", "", "internal: with -bare, read each body from this Redis (host:port) per request")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *bare != "" {
-		return serveBare(ctx, *bare, stdout)
+		return serveBare(ctx, *bare, *bareRedis, stdout)
 	}
 	for s := range strings.SplitSeq(*scen, ",") {
 		if s = strings.TrimSpace(s); s == "" {

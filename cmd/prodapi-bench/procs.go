@@ -292,7 +292,7 @@ type bareProc struct {
 	base string
 }
 
-func (h *harness) startBare(name string, set *bareSet) (*bareProc, error) {
+func (h *harness) startBare(name string, set *bareSet, redisAddr string) (*bareProc, error) {
 	if set.Responses[set.Fallback] == nil {
 		return nil, errors.New("the bare server's fallback target was not captured")
 	}
@@ -308,7 +308,11 @@ func (h *harness) startBare(name string, set *bareSet) (*bareProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-bare", path)
+	args := []string{"-bare", path}
+	if redisAddr != "" {
+		args = append(args, "-bare-redis", redisAddr)
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = subprocessEnv(nil)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -331,7 +335,12 @@ func (h *harness) startBare(name string, set *bareSet) (*bareProc, error) {
 // serveBare is the -bare mode: a plain net/http server (its defaults,
 // no timeouts) whose handler is a map lookup and a write of the captured
 // headers and body. It prints its address, then serves until SIGTERM.
-func serveBare(ctx context.Context, path string, stdout io.Writer) error {
+//
+// With a Redis address it is the floor of a Redis hit instead: it stores
+// each body in Redis at start, and every request reads its body back
+// with one go-redis GET (RESP2, the client's defaults otherwise) before
+// it writes it.
+func serveBare(ctx context.Context, path, redisAddr string, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -345,14 +354,33 @@ func serveBare(ctx context.Context, path string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	body := func(_ context.Context, target string, res *captured) ([]byte, error) { return res.Body, nil }
+	if redisAddr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: redisAddr, Protocol: 2})
+		defer rdb.Close()
+		for target, res := range set.Responses {
+			if err := rdb.Set(ctx, "prodapi-bench:floor:"+target, res.Body, 0).Err(); err != nil {
+				return err
+			}
+		}
+		body = func(ctx context.Context, target string, _ *captured) ([]byte, error) {
+			return rdb.Get(ctx, "prodapi-bench:floor:"+target).Bytes()
+		}
+	}
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res := set.Responses[r.RequestURI]
+		target := r.RequestURI
+		res := set.Responses[target]
 		if res == nil {
-			res = fallback
+			target, res = set.Fallback, fallback
+		}
+		b, err := body(r.Context(), target, res)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
 		}
 		maps.Copy(w.Header(), res.Header)
 		w.WriteHeader(res.Status)
-		w.Write(res.Body)
+		w.Write(b)
 	})}
 	fmt.Fprintln(stdout, ln.Addr().String())
 	go func() { // ends when the harness stops this process

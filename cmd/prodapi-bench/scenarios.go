@@ -230,7 +230,7 @@ func (h *harness) hitScenario(ctx context.Context, rep *report, name, outcome, w
 	if err != nil {
 		return err
 	}
-	bare, err := h.startBare(name, set)
+	bare, err := h.startBare(name, set, "")
 	if err != nil {
 		return err
 	}
@@ -337,7 +337,7 @@ func (h *harness) missScenario(ctx context.Context, rep *report, p *prodapiProc,
 	if err != nil {
 		return err
 	}
-	bare, err := h.startBare("miss", set)
+	bare, err := h.startBare("miss", set, "")
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (h *harness) zipfScenario(ctx context.Context, rep *report, p *prodapiProc,
 	if err != nil {
 		return err
 	}
-	bare, err := h.startBare("zipf", set)
+	bare, err := h.startBare("zipf", set, "")
 	if err != nil {
 		return err
 	}

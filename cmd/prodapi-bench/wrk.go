@@ -114,7 +114,7 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 	for _, t := range list {
 		rep.wrkSizes = append(rep.wrkSizes, fmt.Sprintf("`%s`: %d B gzipped", t, len(set.Responses[t].Body)))
 	}
-	bare, err := h.startBare("wrk", set)
+	bare, err := h.startBare("wrk", set, "")
 	if err != nil {
 		return err
 	}
@@ -135,6 +135,34 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 			return err
 		}
 		servers = append(servers, &wrkServer{name: "prodapi-redis", base: rp.base, pid: rp.cmd.Process.Pid, helper: h.redis.cmd.Process.Pid})
+
+		// Invalidation on (issue 12): Redis for tags, generations and the
+		// pub/sub subscription, the purge listener on; hits still come
+		// from the in-process tier, so it compares with prodapi-local.
+		ip, err := h.startProdapi("wrk-inval", map[string]string{
+			"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(4),
+			"PRODAPI_ADMIN_ADDR": "127.0.0.1:0", "PRODAPI_ADMIN_SECRET": "a-benchmark-admin-secret-of-32-bytes",
+		})
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, ip.shutdown()) }()
+		if err := h.warmAll(ctx, ip, list); err != nil {
+			return err
+		}
+		if _, err := h.captureAll(ctx, ip, list, "hit"); err != nil {
+			return err
+		}
+		servers = append(servers, &wrkServer{name: "prodapi-inval", base: ip.base, pid: ip.cmd.Process.Pid, helper: h.redis.cmd.Process.Pid})
+
+		// The floor of a Redis hit: the bare server, but each body read
+		// with one go-redis GET per request.
+		floor, err := h.startBare("wrk-floor", set, "127.0.0.1:"+h.redis.port)
+		if err != nil {
+			return err
+		}
+		defer floor.stop(5 * time.Second)
+		servers = append(servers, &wrkServer{name: "floor-redis", base: floor.base, pid: floor.cmd.Process.Pid, helper: h.redis.cmd.Process.Pid})
 	} else {
 		rep.skipped = append(rep.skipped, "wrk: prodapi-redis left out: redis-server not found")
 	}
