@@ -58,6 +58,9 @@ type tokenClaims struct {
 type authenticator struct {
 	opts   AuthOptions
 	parser *jwt.Parser
+	// clocked: opts.Now was given (tests), and is read on every check;
+	// otherwise a check takes the request's start time.
+	clocked bool
 
 	// memo maps a token to its verified claims: a sync.Map, read
 	// without a lock on every request; size bounds it.
@@ -73,11 +76,13 @@ type verified struct {
 const maxMemo = 10000
 
 func newAuthenticator(opts AuthOptions) *authenticator {
+	clocked := opts.Now != nil
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &authenticator{
-		opts: opts,
+		opts:    opts,
+		clocked: clocked,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{"HS256"}),
 			jwt.WithExpirationRequired(),
@@ -97,13 +102,18 @@ var (
 	errExtraWords  = errors.New("authorization header has words after the token")
 )
 
-// verify returns the claims of the request's token, or an error (401).
-func (a *authenticator) verify(r *http.Request) (*Claims, error) {
+// verify returns the claims of the request's token, or an error (401),
+// judged at now (the request's time) unless the options gave a clock or
+// now is zero. A token not yet remembered is parsed and judged on the
+// options' clock.
+func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) {
 	tok, err := tokenFrom(r.Header.Get("Authorization"))
 	if err != nil {
 		return nil, err
 	}
-	now := a.opts.Now()
+	if a.clocked || now.IsZero() {
+		now = a.opts.Now()
+	}
 	if m, ok := a.memo.Load(tok); ok {
 		v := m.(verified)
 		if now.After(v.claims.Expires.Add(a.opts.Leeway)) {
@@ -257,11 +267,11 @@ func hasPrefixFold(s, prefix string) bool {
 
 // authorize checks the request's token and, when scope is not empty, that
 // it grants scope (401, 403).
-func (s *Server) authorize(r *http.Request, scope string) error {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) error {
 	if !s.auth.opts.Enabled {
 		return nil
 	}
-	c, err := s.auth.verify(r)
+	c, err := s.auth.verify(r, s.requestTime(w))
 	if err != nil {
 		return &httpError{
 			status: http.StatusUnauthorized, msg: msgCredentials, err: err,

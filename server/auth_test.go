@@ -142,7 +142,7 @@ func TestVerify(t *testing.T) {
 			a := newAuthenticator(opts)
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.Header.Set("Authorization", "Bearer "+tc.token)
-			c, err := a.verify(r)
+			c, err := a.verify(r, time.Time{})
 			if (err == nil) != tc.ok {
 				t.Fatalf("verify: err = %v, want ok %v", err, tc.ok)
 			}
@@ -162,19 +162,41 @@ func TestVerifyMemoRespectsTime(t *testing.T) {
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, c)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
-	if _, err := a.verify(r); err != nil {
+	if _, err := a.verify(r, time.Time{}); err != nil {
 		t.Fatalf("first verify: %v", err)
 	}
-	if _, err := a.verify(r); err != nil {
+	if _, err := a.verify(r, time.Time{}); err != nil {
 		t.Fatalf("remembered verify: %v", err)
 	}
 	now = testNow.Add(2 * time.Hour)
-	if _, err := a.verify(r); err == nil {
+	if _, err := a.verify(r, time.Time{}); err == nil {
 		t.Error("remembered token verified after its expiry")
 	}
 	now = testNow.Add(-2 * time.Minute)
-	if _, err := a.verify(r); err == nil {
+	if _, err := a.verify(r, time.Time{}); err == nil {
 		t.Error("remembered token verified before its nbf")
+	}
+}
+
+// Without a clock of its own, a remembered token is judged at the time
+// the request gives (its start), not at a reading of its own.
+func TestVerifyAtRequestTime(t *testing.T) {
+	a := newAuthenticator(AuthOptions{Enabled: true, Secret: testSecret})
+	now := time.Now()
+	tok, err := MintToken(testSecret, "client", []string{"ARCHIVE_READ"}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	if _, err := a.verify(r, now); err != nil {
+		t.Fatalf("first verify: %v", err)
+	}
+	if _, err := a.verify(r, now.Add(2*time.Hour)); err == nil {
+		t.Error("a request two hours on was not judged at its own time")
+	}
+	if _, err := a.verify(r, time.Time{}); err != nil {
+		t.Errorf("without a request time: %v", err)
 	}
 }
 
@@ -186,7 +208,7 @@ func TestMintToken(t *testing.T) {
 	a := newAuthenticator(AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }})
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", tok)
-	c, err := a.verify(r)
+	c, err := a.verify(r, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}

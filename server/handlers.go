@@ -22,7 +22,7 @@ func resources() []*sources.Resource { return sources.Resources() }
 // getHome lists the resources. Any valid token may read it (the original
 // answered 500 to every valid token).
 func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(r, ""); err != nil {
+	if err := s.authorize(w, r, ""); err != nil {
 		return err
 	}
 	s.writeStatic(w, r, s.home, string(s.homeETag))
@@ -32,7 +32,7 @@ func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
 // getList answers /<resource>: auth, then parameters, then the loader.
 func (s *Server) getList(res *sources.Resource) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.authorize(r, res.Scope); err != nil {
+		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
 		q, err := s.queries.parse(res, "", r.URL.RawQuery)
@@ -43,15 +43,16 @@ func (s *Server) getList(res *sources.Resource) handlerFunc {
 	}
 }
 
-// getDetail answers /<resource>/<id>. An id outside the original's id
-// pattern is the routing 404, decided before auth.
-func (s *Server) getDetail(res *sources.Resource) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		id, err := url.PathUnescape(chi.URLParam(r, "id"))
+// getDetail answers /<resource>/<id>, given the id's path segment as
+// routed. An id outside the original's id pattern is the routing 404,
+// decided before auth.
+func (s *Server) getDetail(res *sources.Resource) func(w http.ResponseWriter, r *http.Request, rawID string) error {
+	return func(w http.ResponseWriter, r *http.Request, rawID string) error {
+		id, err := url.PathUnescape(rawID)
 		if err != nil || !validID(id) {
 			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 		}
-		if err := s.authorize(r, res.Scope); err != nil {
+		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
 		q, err := s.queries.parse(res, id, r.URL.RawQuery)
@@ -100,7 +101,7 @@ func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || !assetID(id) {
 		return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 	}
-	if err := s.authorize(r, sources.ScopeArchive); err != nil {
+	if err := s.authorize(w, r, sources.ScopeArchive); err != nil {
 		return err
 	}
 	if s.assets == nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/server/query"
@@ -32,6 +32,8 @@ func errAttr(err error) slog.Attr { return slog.String("error", err.Error()) }
 type requestInfo struct {
 	http.ResponseWriter
 	id      string
+	route   string    // the route pattern that answered; "" for none
+	start   time.Time // when the request reached the access log
 	status  int
 	bytes   int64
 	outcome string
@@ -162,15 +164,11 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		s.inFlight.Inc()
 		defer s.inFlight.Dec() // also when http.ErrAbortHandler passes through
 		start := time.Now()
+		info := infoOf(w)
+		info.start = start
 		next.ServeHTTP(w, r)
 		end := time.Now()
-		info := infoOf(w)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil {
-			if p := rc.RoutePattern(); p != "" {
-				route = p
-			}
-		}
+		route := cmp.Or(info.route, "unmatched")
 		status := info.status
 		if status == 0 {
 			status = http.StatusOK

@@ -53,22 +53,22 @@ func TestQueryMemo(t *testing.T) {
 	}
 }
 
-// After the router, an in-process hit allocates nothing: what is left is
-// chi's (the request's context, and its path values on a detail). The
-// count is exact, so this fails on any new allocation on the hit path.
+// An in-process hit of a route the exact-path index holds allocates
+// nothing, router included (a request id batch, one string and one slice
+// per 64 requests, averages below one). The count is exact, so this fails
+// on any new allocation on the hit path.
 func TestHitAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
 	h, tok := hitHandler(t)
-	for _, tc := range []struct {
-		target string
-		chi    float64 // allocations chi makes: WithContext, WithValue, and SetPathValue's two on a detail
-	}{
-		{"/prodapi/v1/items/urn:newsml:x:a3a0921f", 4},
-		{"/prodapi/v1/items?max_results=25", 2},
+	for _, target := range []string{
+		"/prodapi/v1/items/urn:newsml:x:a3a0921f",
+		"/prodapi/v1/items/urn:newsml:x:a3a0921f/",
+		"/prodapi/v1/items?max_results=25",
+		"/prodapi/v1/items/?max_results=25",
 	} {
-		r := httptest.NewRequest(http.MethodGet, tc.target, nil)
+		r := httptest.NewRequest(http.MethodGet, target, nil)
 		r.Header.Set("Authorization", tok)
 		r.Header.Set("Accept-Encoding", "gzip")
 		w := &reusedWriter{h: http.Header{}}
@@ -77,8 +77,8 @@ func TestHitAllocations(t *testing.T) {
 			clear(w.h)
 			h.ServeHTTP(w, r)
 		})
-		if got > tc.chi {
-			t.Errorf("%s: %.2f allocations per hit, want %.0f (chi's own)", tc.target, got, tc.chi)
+		if got != 0 {
+			t.Errorf("%s: %.2f allocations per hit, want none", target, got)
 		}
 	}
 }

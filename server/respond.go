@@ -25,7 +25,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 		h["Cache-Status"] = s.headers.str(rep.CacheStatus)
 	}
 	if !rep.StoredAt.IsZero() {
-		age := max(s.now().Sub(rep.StoredAt), 0)
+		age := max(s.requestTime(w).Sub(rep.StoredAt), 0)
 		h["Age"] = s.headers.int(int64(age / time.Second))
 	}
 	if rep.Status == http.StatusNotFound {

@@ -72,6 +72,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
+	clocked bool // Options.Now was given: read it, not the request's start
 	prefix  string
 	baseURL string
 
@@ -85,6 +86,7 @@ type Server struct {
 	panics         *metrics.Counter
 	inFlight       metrics.GaugeSeries
 	durations      *durationTable
+	noIndex        bool // tests: route every request through chi
 	metricsHandler http.Handler
 	tracer         trace.Tracer // nil: no spans
 }
@@ -111,6 +113,7 @@ func New(load render.Loader, opts Options) *Server {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	s.clocked = s.now != nil
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -164,6 +167,18 @@ func validID(id string) bool {
 		}
 	}
 	return true
+}
+
+// requestTime is the time a request is judged at (its token's validity,
+// its representation's Age): when it reached the access log, one clock
+// reading for all of it, or Options.Now when one was given.
+func (s *Server) requestTime(w http.ResponseWriter) time.Time {
+	if !s.clocked {
+		if info := infoOf(w); info != nil && !info.start.IsZero() {
+			return info.start
+		}
+	}
+	return s.now()
 }
 
 // handlerFunc is a handler that returns its failure; handle writes it.

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -27,13 +26,14 @@ func (s *Server) traceRequest(next http.Handler) http.Handler {
 		defer span.End()
 		next.ServeHTTP(w, r.WithContext(ctx))
 
+		info := infoOf(w)
 		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
+		if info != nil && info.route != "" {
+			route = info.route
 		}
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
-		if info := infoOf(w); info != nil {
+		if info != nil {
 			status := info.status
 			if status == 0 {
 				status = http.StatusOK
