@@ -107,7 +107,7 @@ var (
 // now is zero. A token not yet remembered is parsed and judged on the
 // options' clock.
 func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) {
-	tok, err := tokenFrom(r.Header.Get("Authorization"))
+	tok, err := tokenFrom(header(r.Header, "Authorization"))
 	if err != nil {
 		return nil, err
 	}

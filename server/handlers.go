@@ -48,7 +48,10 @@ func (s *Server) getList(res *sources.Resource) handlerFunc {
 // decided before auth.
 func (s *Server) getDetail(res *sources.Resource) func(w http.ResponseWriter, r *http.Request, rawID string) error {
 	return func(w http.ResponseWriter, r *http.Request, rawID string) error {
-		id, err := url.PathUnescape(rawID)
+		id, err := rawID, error(nil)
+		if strings.IndexByte(rawID, '%') >= 0 {
+			id, err = url.PathUnescape(rawID)
+		}
 		if err != nil || !validID(id) {
 			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 		}

@@ -104,7 +104,7 @@ func gzipETag(etag string) string {
 // document changed or deleted leaves it as it was and a client polling by
 // date would keep a stale list for ever.
 func notModified(r *http.Request, rep *render.Representation) bool {
-	if inm := r.Header.Get("If-None-Match"); inm != "" {
+	if inm := header(r.Header, "If-None-Match"); inm != "" {
 		if rep.ETag == "" {
 			return false
 		}
@@ -113,7 +113,7 @@ func notModified(r *http.Request, rep *render.Representation) bool {
 	if rep.Total >= 0 {
 		return false
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" && !rep.LastModified.IsZero() {
+	if ims := header(r.Header, "If-Modified-Since"); ims != "" && !rep.LastModified.IsZero() {
 		t, err := http.ParseTime(ims)
 		return err == nil && !rep.LastModified.Truncate(time.Second).After(t)
 	}
@@ -141,7 +141,7 @@ func matchesETag(header, etag string) bool {
 // does not parse is ignored.
 func acceptsGzip(r *http.Request) bool {
 	gzipQ, starQ := -1.0, -1.0
-	for _, v := range r.Header.Values("Accept-Encoding") {
+	for _, v := range r.Header["Accept-Encoding"] {
 		for part := range strings.SplitSeq(v, ",") {
 			coding, params, _ := strings.Cut(part, ";")
 			coding = strings.TrimSpace(coding)

@@ -181,6 +181,15 @@ func (s *Server) requestTime(w http.ResponseWriter) time.Time {
 	return s.now()
 }
 
+// header is h.Get(key) for a key already in canonical form, as net/http
+// stores a request's: without canonicalising it again.
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // handlerFunc is a handler that returns its failure; handle writes it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
