@@ -223,19 +223,29 @@ func decodeTagged(key string, b []byte) (*entry, error) {
 		return nil, errCorrupt
 	}
 	b = b[w:]
-	tags := make([]string, n)
-	gens := make([]uint64, n)
-	for i := range tags {
-		l, w := binary.Uvarint(b)
-		if w <= 0 || l > uint64(len(b)) || uint64(len(b)-w) < l+8 {
+	// The tags are substrings of one copy of the tag section: a list's
+	// fifty tags cost three allocations, not fifty-two. The first pass
+	// checks the section and finds its end.
+	end := 0
+	for range n {
+		l, w := binary.Uvarint(b[end:])
+		if w <= 0 || l > uint64(len(b)) || uint64(len(b)-end-w) < l+8 {
 			return nil, errCorrupt
 		}
-		b = b[w:]
-		tags[i] = string(b[:l])
-		gens[i] = binary.BigEndian.Uint64(b[l:])
-		b = b[l+8:]
+		end += w + int(l) + 8
 	}
-	e, err := decode(key, b)
+	section := string(b[:end])
+	tags := make([]string, n)
+	gens := make([]uint64, n)
+	off := 0
+	for i := range tags {
+		l, w := binary.Uvarint(b[off:])
+		off += w
+		tags[i] = section[off : off+int(l)]
+		gens[i] = binary.BigEndian.Uint64(b[off+int(l):])
+		off += int(l) + 8
+	}
+	e, err := decode(key, b[off:])
 	if err != nil {
 		return nil, err
 	}
