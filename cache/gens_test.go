@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -174,4 +175,23 @@ func TestKnownGens(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A tag holding a newline cannot travel as a line of its own: the
+// message names its resource (or everything) instead, so the other
+// replicas drop at least what they must.
+func TestInvalidationMessageNewline(t *testing.T) {
+	for _, tc := range []struct {
+		tags, want []string
+	}{
+		{[]string{"list:items", "doc:items/a"}, []string{"list:items", "doc:items/a"}},
+		{[]string{"list:items", "doc:items/a\nb", "doc:planning/p"}, []string{"list:items", "res:items", "doc:planning/p"}},
+		{[]string{"doc:it\nems/a"}, []string{"all"}},
+		{[]string{"res:x\ny"}, []string{"all"}},
+	} {
+		sender, got, ok := parseInvalidation(invalidationMessage("r1", tc.tags))
+		if !ok || sender != "r1" || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: sender %q tags %q ok %v, want %q", tc.tags, sender, got, ok, tc.want)
+		}
+	}
 }

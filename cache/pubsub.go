@@ -34,9 +34,26 @@ func newReplicaID() string {
 }
 
 // An invalidation message is the sender's replica id, then one tag per
-// line.
+// line. A document id may hold a newline (MongoDB allows any string): its
+// tag would read as two, and the document's entries would stay, so the
+// message names the document's whole resource instead. The others drop
+// more than they must; none keeps what it must drop.
 func invalidationMessage(id string, tags []string) string {
-	return id + "\n" + strings.Join(tags, "\n")
+	var b strings.Builder
+	b.WriteString(id)
+	for _, t := range tags {
+		if strings.Contains(t, "\n") {
+			doc, isDoc := strings.CutPrefix(t, tagDoc)
+			res, _, _ := strings.Cut(doc, "/")
+			t = tagResource + res
+			if !isDoc || strings.Contains(res, "\n") {
+				t = tagAll
+			}
+		}
+		b.WriteByte('\n')
+		b.WriteString(t)
+	}
+	return b.String()
 }
 
 func parseInvalidation(payload string) (sender string, tags []string, ok bool) {
