@@ -30,6 +30,7 @@ import (
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/sources/grammar"
 	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
@@ -1347,6 +1348,56 @@ func TestOpenAPIServed(t *testing.T) {
 		want := bytes.Replace(raw, []byte(`"http://localhost:5500/prodapi/v1"`), []byte(`"`+tc.url+`"`), 1)
 		if !bytes.Equal(x.body, want) {
 			t.Errorf("prefix %q: the document differs beyond its server URL", tc.prefix)
+		}
+	}
+}
+
+// The description's operator and query-type lists are the grammar's
+// (sources/grammar), which the parsers, the adapters and the contract
+// suite use: an operator added to or dropped from the grammar fails here
+// until the description says so too.
+func TestOpenAPINamesTheGrammar(t *testing.T) {
+	d := loadOpenAPI(t)
+	where, _ := at(d.root, "components", "parameters", "WhereDocument", "description").(string)
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\$[A-Za-z]+`).FindAllString(where, -1) {
+		named[m] = true
+	}
+	want := map[string]bool{}
+	for _, op := range grammar.MongoOps() {
+		// Operators that only qualify another ($maxDistance under $near,
+		// $box under $geoWithin) are the shapes' business.
+		if len(op.In) == 0 {
+			want[op.Name] = true
+		}
+	}
+	for _, op := range grammar.BannedMongoOps() {
+		want[op] = true
+	}
+	for name := range want {
+		if !named[name] {
+			t.Errorf("the where description does not name %s", name)
+		}
+	}
+	for name := range named {
+		if _, known := grammar.MongoOp(name); !known && !grammar.BannedMongoOp(name) {
+			t.Errorf("the where description names %s, which the grammar does not know", name)
+		}
+	}
+
+	query, _ := at(d.root, "components", "schemas", "SearchSource", "properties", "query", "description").(string)
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(query, -1) {
+		listed[m[1]] = true
+	}
+	for _, qt := range grammar.QueryTypes() {
+		if qt.Name != "query" && !listed[qt.Name] { // "query" is the legacy wrapper of a whole query
+			t.Errorf("the query description does not name %s", qt.Name)
+		}
+	}
+	for name := range listed {
+		if _, ok := grammar.QueryTypeByName(name); !ok {
+			t.Errorf("the query description names %s, which the grammar does not accept", name)
 		}
 	}
 }
