@@ -5,11 +5,8 @@ import (
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
-	"github.com/google/go-cmp/cmp"
 
-	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
-	"github.com/prodapi/prodapi/sources/sandbox"
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
@@ -34,34 +31,5 @@ func TestSeedElasticReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := essrc.New(client, essrc.Options{Index: "superdesk", Timeout: 30 * time.Second})
-	sb, err := sandbox.Sample(sandbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range sources.Resources() {
-		if !r.Search {
-			continue
-		}
-		var sort []any
-		for _, k := range r.DefaultSort {
-			order := "asc"
-			if k.Desc {
-				order = "desc"
-			}
-			sort = append(sort, sources.D(k.Field, sources.D("order", order)))
-		}
-		q := &sources.Query{Resource: r, Page: 1, MaxResults: 500,
-			Search: sources.D("query", sources.D("match_all", sources.NewDoc()), "sort", sort, "size", int64(500), "track_total_hits", int64(10000))}
-		got, err := store.Find(t.Context(), q)
-		if err != nil {
-			t.Fatalf("%s: %v", r.Name, err)
-		}
-		want, err := sb.Find(t.Context(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(canonical(got.Docs), canonical(want.Docs)); diff != "" || got.Total != want.Total {
-			t.Errorf("%s: total %d, sandbox %d; documents in order (-elastic +sandbox):\n%s", r.Name, got.Total, want.Total, diff)
-		}
-	}
+	readsAsTheSandbox(t, store)
 }
