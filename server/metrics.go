@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -46,20 +47,28 @@ func outcomeIndex(outcome string, status int) int {
 	return -1
 }
 
-// durationTable holds the request-duration series of every route and
-// outcome: a row per route, made when the router is built, whose series
-// are resolved on their first request (so routes and outcomes never seen
-// expose no series), after which observing a request allocates nothing
-// and takes no lock.
+// durationTable holds the request series of every route: a row per
+// route, made when the router is built, with the duration series of each
+// outcome and the request counter of each common status code. Series are
+// resolved on their first request (so routes, outcomes and codes never
+// seen expose no series), after which recording a request allocates
+// nothing and takes no lock.
 type durationTable struct {
-	hist   *metrics.Histogram
-	routes map[string]*durationRow // written only before serving
+	hist     *metrics.Histogram
+	requests *metrics.Counter
+	routes   map[string]*durationRow // written only before serving
 }
 
-type durationRow [len(outcomes)]atomic.Pointer[metrics.Observer]
+type durationRow struct {
+	observers [len(outcomes)]atomic.Pointer[metrics.Observer]
+	counters  [len(commonCodes)]atomic.Pointer[metrics.CounterSeries]
+}
 
-func newDurationTable(hist *metrics.Histogram) *durationTable {
-	return &durationTable{hist: hist, routes: map[string]*durationRow{}}
+// commonCodes are the status codes whose request counters a row keeps.
+var commonCodes = [...]int{200, 206, 302, 304, 400, 401, 403, 404}
+
+func newDurationTable(hist *metrics.Histogram, requests *metrics.Counter) *durationTable {
+	return &durationTable{hist: hist, requests: requests, routes: map[string]*durationRow{}}
 }
 
 // add makes the row of route.
@@ -80,15 +89,32 @@ func (t *durationTable) addRoutes(r chi.Routes) {
 func (t *durationTable) observer(route, outcome string, status int) metrics.Observer {
 	i := outcomeIndex(outcome, status)
 	if row := t.routes[route]; row != nil && i >= 0 {
-		if o := row[i].Load(); o != nil {
+		if o := row.observers[i].Load(); o != nil {
 			return *o
 		}
 		o := t.hist.Observer(route, outcomes[i]) // the same series, should two requests race here
-		row[i].Store(&o)
+		row.observers[i].Store(&o)
 		return o
 	}
 	if i >= 0 {
 		outcome = outcomes[i]
 	}
 	return t.hist.Observer(route, outcome) // a route or outcome not foreseen: looked up, still without garbage
+}
+
+// count counts a request of route answered with status.
+func (t *durationTable) count(route string, status int) {
+	row := t.routes[route]
+	i := slices.Index(commonCodes[:], status)
+	if row == nil || i < 0 {
+		t.requests.Inc(route, statusLabel(status))
+		return
+	}
+	if c := row.counters[i].Load(); c != nil {
+		(*c).Inc()
+		return
+	}
+	c := t.requests.Series(route, statusLabel(status))
+	row.counters[i].Store(&c)
+	c.Inc()
 }

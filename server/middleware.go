@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -173,10 +171,10 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		s.requests.Inc(route, statusLabel(status))
+		s.durations.count(route, status)
 		d := end.Sub(start)
 		obs := s.durations.observer(route, info.outcome, status)
-		if sc := trace.SpanContextFromContext(r.Context()); sc.IsSampled() {
+		if sc := s.sampledSpan(r); sc.IsSampled() {
 			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
 		} else {
 			obs.Observe(d.Seconds())

@@ -126,7 +126,7 @@ func New(load render.Loader, opts Options) *Server {
 	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
 		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
 			"(hit, stale, miss, collapsed, bypass, error, none).",
-		nil, "route", "outcome"))
+		nil, "route", "outcome"), s.requests)
 	s.metricsHandler = s.metrics.Handler()
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")

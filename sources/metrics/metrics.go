@@ -473,6 +473,25 @@ func ObserveWithTrace(o Observer, v float64, traceID string) {
 	o.Observe(v)
 }
 
+// A CounterSeries is one resolved counter series.
+type CounterSeries interface {
+	Inc()
+}
+
+// Series returns the series with these label values, resolved once, for
+// a caller on the request path. A nil *Counter returns one that counts
+// nothing.
+func (c *Counter) Series(values ...string) CounterSeries {
+	if c == nil {
+		return noCounter{}
+	}
+	return c.series.get(values)
+}
+
+type noCounter struct{}
+
+func (noCounter) Inc() {}
+
 // A GaugeSeries is one resolved gauge series.
 type GaugeSeries interface {
 	Inc()
