@@ -76,6 +76,13 @@ func TestKnownGens(t *testing.T) {
 	until := now.Add(time.Second)
 	tags := []string{tagAll, "res:items", "doc:items/i1"}
 	gens := []uint64{1, 2, 3}
+	// known is a subscribed replica's memo holding tags at gens.
+	known := func() (*knownGens, *invalLog) {
+		k, l := new(knownGens), new(invalLog)
+		k.setLive(true)
+		k.remember(l, l.seqNow(), tags, gens, until)
+		return k, l
+	}
 
 	t.Run("only while subscribed", func(t *testing.T) {
 		var k knownGens
@@ -99,10 +106,7 @@ func TestKnownGens(t *testing.T) {
 		}
 	})
 	t.Run("verdicts", func(t *testing.T) {
-		var k knownGens
-		var l invalLog
-		k.setLive(true)
-		k.remember(&l, l.seqNow(), tags, gens, until)
+		k, _ := known()
 		for _, c := range []struct {
 			name string
 			tags []string
@@ -123,10 +127,9 @@ func TestKnownGens(t *testing.T) {
 		}
 	})
 	t.Run("genUnknown is not remembered", func(t *testing.T) {
-		var k knownGens
-		var l invalLog
-		k.setLive(true)
-		k.remember(&l, l.seqNow(), tags, []uint64{1, genUnknown, 3}, until)
+		k, l := known()
+		k.forget(tags)
+		k.remember(l, l.seqNow(), tags, []uint64{1, genUnknown, 3}, until)
 		if k.match(tags, []uint64{1, genUnknown, 3}, now) {
 			t.Error("an unknown generation matched")
 		}
@@ -151,10 +154,7 @@ func TestKnownGens(t *testing.T) {
 		}
 	})
 	t.Run("forget", func(t *testing.T) {
-		var k knownGens
-		var l invalLog
-		k.setLive(true)
-		k.remember(&l, l.seqNow(), tags, gens, until)
+		k, _ := known()
 		k.forget([]string{"doc:items/i1"})
 		if k.match(tags, gens, now) || !k.match(tags[:2], gens[:2], now) {
 			t.Error("forget dropped the wrong tags")
@@ -165,11 +165,9 @@ func TestKnownGens(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
-		var k knownGens
-		var l invalLog
-		k.setLive(true)
+		k, l := known()
 		for i := range maxKnownGens + 10 {
-			k.remember(&l, l.seqNow(), []string{fmt.Sprint("doc:items/", i)}, []uint64{1}, until)
+			k.remember(l, l.seqNow(), []string{fmt.Sprint("doc:items/", i)}, []uint64{1}, until)
 			if len(k.m) > maxKnownGens {
 				t.Fatalf("%d tags remembered, bound %d", len(k.m), maxKnownGens)
 			}
