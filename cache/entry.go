@@ -219,7 +219,17 @@ func keyHash(key string) uint64 {
 
 // encode serialises e as the value stored under key.
 func encode(key string, e *entry) []byte {
-	b := make([]byte, 0, headerLen+2+len(e.etag)+4+len(e.body)+checksumLen)
+	return appendEncoded(make([]byte, 0, encodedLen(e)), key, e)
+}
+
+// encodedLen is the length of e's encoding.
+func encodedLen(e *entry) int {
+	return headerLen + 2 + len(e.etag) + 4 + len(e.body) + checksumLen
+}
+
+// appendEncoded appends the encoding of e to b.
+func appendEncoded(b []byte, key string, e *entry) []byte {
+	start := len(b)
 	b = append(b, valueMagic...)
 	var flags byte
 	if e.gzip {
@@ -241,7 +251,7 @@ func encode(key string, e *entry) []byte {
 	b = append(b, e.etag...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.body)))
 	b = append(b, e.body...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
 
 // decode parses a value stored under key. The entry's body aliases b, and
