@@ -5,6 +5,7 @@
 package codec
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -482,11 +483,11 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return appendFloat(dst, v)
 	case time.Time:
 		dst = append(dst, '"')
-		dst = v.UTC().AppendFormat(dst, sources.DateLayout)
+		dst = appendDate(dst, v)
 		return append(dst, '"')
 	case sources.ObjectID:
 		dst = append(dst, '"')
-		dst = append(dst, v.Hex()...)
+		dst = hex.AppendEncode(dst, v[:])
 		return append(dst, '"')
 	case *sources.Doc:
 		if v == nil {
@@ -555,6 +556,31 @@ func (e *encoder) object(dst []byte, fields []sources.Field, depth int) []byte {
 	}
 	dst = e.newline(dst, depth)
 	return append(dst, '}')
+}
+
+// appendDate appends t in DateLayout, as AppendFormat does, without
+// interpreting the layout: a list has a hundred dates.
+func appendDate(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, sources.DateLayout)
+	}
+	hour, minute, sec := t.Clock()
+	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	dst = two(dst, year/100)
+	dst = two(dst, year%100)
+	dst = append(dst, '-')
+	dst = two(dst, int(month))
+	dst = append(dst, '-')
+	dst = two(dst, day)
+	dst = append(dst, 'T')
+	dst = two(dst, hour)
+	dst = append(dst, ':')
+	dst = two(dst, minute)
+	dst = append(dst, ':')
+	dst = two(dst, sec)
+	return append(dst, "+0000"...)
 }
 
 // appendFloat follows Python's repr: the shortest digits that round-trip,

@@ -214,3 +214,26 @@ func TestAppendJSONStringMatchesBytewise(t *testing.T) {
 		}
 	}
 }
+
+// TestDatesAsAppendFormat checks the date encoder against
+// time.AppendFormat, across years, zones and the edges of each field.
+func TestDatesAsAppendFormat(t *testing.T) {
+	zone := time.FixedZone("x", -5*3600-30*60)
+	rng := rand.New(rand.NewPCG(3, 4))
+	times := []time.Time{{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 25, 0, 30, 0, 0, zone), time.Date(99, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for range 10000 {
+		times = append(times, time.Unix(rng.Int64N(400_000_000_000)-100_000_000_000, rng.Int64N(1e9)).In(zone))
+	}
+	for _, tm := range times {
+		want := `"` + tm.UTC().Format(sources.DateLayout) + `"`
+		if got := string(AppendJSON(nil, tm)); got != want {
+			t.Fatalf("AppendJSON(%v) = %s, want %s", tm, got, want)
+		}
+	}
+	id := sources.ObjectID{0x67, 0xc4, 0x2d, 0x4c, 0x95, 0x71, 0x84, 0xd4, 0x54, 0x84, 0xe6, 0xff}
+	if got, want := string(AppendJSON(nil, id)), `"67c42d4c957184d45484e6ff"`; got != want {
+		t.Errorf("AppendJSON(ObjectID) = %s, want %s", got, want)
+	}
+}
