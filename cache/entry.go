@@ -82,8 +82,9 @@ func (e *entry) ttl(now time.Time) int64 {
 // first write and keeps them across Reset. A sync.Pool drops its writers
 // at every other garbage collection, and a busy miss path then paid for
 // a megabyte of new tables every few dozen requests (BenchmarkListMiss),
-// so the writers are kept in a free list instead, at most one per
-// processor: no more can compress at once.
+// so the writers are kept in a free list instead: at most one per
+// processor (no more can compress at once), and at most maxIdleWriters,
+// so that a large machine keeps no more than 16 MB of them.
 type gzipPool struct {
 	mu   sync.Mutex
 	free []*gzip.Writer
@@ -112,7 +113,7 @@ func (g *gzipPool) writer(w io.Writer) *gzip.Writer {
 func (g *gzipPool) putWriter(zw *gzip.Writer) {
 	zw.Reset(io.Discard) // the pooled writer must not keep the buffer
 	g.mu.Lock()
-	if len(g.free) < runtime.GOMAXPROCS(0) {
+	if len(g.free) < min(runtime.GOMAXPROCS(0), maxIdleWriters) {
 		g.free = append(g.free, zw)
 	}
 	g.mu.Unlock()
@@ -138,6 +139,9 @@ func (g *gzipPool) compress(body []byte) []byte {
 	}
 	return z
 }
+
+// maxIdleWriters bounds the gzip writers kept for reuse.
+const maxIdleWriters = 16
 
 // maxPooledBuf bounds the compression buffers kept for reuse: one huge
 // body must not pin its buffer for ever.
