@@ -477,7 +477,10 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.
 		c.metrics.fencedFills.Inc()
 		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	}
-	op := writeOp{key: key, val: encodeTagged(key, e), ttl: min(fresh+stale, c.tagTTL), parent: c.spanOf(ctx)}
+	op := writeOp{key: key, ttl: min(fresh+stale, c.tagTTL), parent: c.spanOf(ctx)}
+	if c.rdb != nil { // without Redis nothing reads the value
+		op.val = encodeTagged(key, e)
+	}
 	if direct {
 		// Through the key's queue, so that it keeps its order with the
 		// key's other writes, but awaited.

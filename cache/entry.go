@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -74,40 +75,73 @@ func (e *entry) ttl(now time.Time) int64 {
 	return s
 }
 
-// gzipPool recycles gzip writers, whose set-up allocates most of what a
-// compression costs, and the buffers they write into. One per Cache, not
-// package state.
-type gzipPool struct{ p, bufs sync.Pool }
+// gzipPool recycles gzip writers and the buffers they write into. One
+// per Cache, not package state.
+//
+// A writer allocates its encoder's tables (about 1 MB at level 5) on its
+// first write and keeps them across Reset. A sync.Pool drops its writers
+// at every other garbage collection, and a busy miss path then paid for
+// a megabyte of new tables every few dozen requests (BenchmarkListMiss),
+// so the writers are kept in a free list instead: at most one per
+// processor (no more can compress at once), and at most maxIdleWriters,
+// so that a large machine keeps no more than 16 MB of them.
+type gzipPool struct {
+	mu   sync.Mutex
+	free []*gzip.Writer
+	bufs sync.Pool
+}
+
+func (g *gzipPool) writer(w io.Writer) *gzip.Writer {
+	g.mu.Lock()
+	var zw *gzip.Writer
+	if n := len(g.free); n > 0 {
+		zw, g.free = g.free[n-1], g.free[:n-1]
+	}
+	g.mu.Unlock()
+	if zw == nil {
+		// klauspost/compress at level 5: within 1-3% of the standard
+		// library's level 5 in size, at a third of its CPU (BENCHMARKS.md,
+		// "A cheaper miss"). Its levels 1 to 4 are 12-21% larger on a
+		// 25-item list.
+		zw, _ = gzip.NewWriterLevel(w, 5)
+		return zw
+	}
+	zw.Reset(w)
+	return zw
+}
+
+func (g *gzipPool) putWriter(zw *gzip.Writer) {
+	zw.Reset(io.Discard) // the pooled writer must not keep the buffer
+	g.mu.Lock()
+	if len(g.free) < min(runtime.GOMAXPROCS(0), maxIdleWriters) {
+		g.free = append(g.free, zw)
+	}
+	g.mu.Unlock()
+}
 
 // compress returns body gzip-compressed, in a slice of exactly its length:
 // the entry that keeps it holds nothing more than it is charged for.
 func (g *gzipPool) compress(body []byte) []byte {
-	zw, _ := g.p.Get().(*gzip.Writer)
 	out, _ := g.bufs.Get().(*bytes.Buffer)
 	if out == nil {
 		out = new(bytes.Buffer)
 	}
 	out.Reset()
 	out.Grow(len(body)/3 + 64)
-	if zw == nil {
-		// klauspost/compress at level 5: within 1-3% of the standard
-		// library's level 5 in size, at a third of its CPU (BENCHMARKS.md,
-		// "A cheaper miss").
-		zw, _ = gzip.NewWriterLevel(out, 5)
-	} else {
-		zw.Reset(out)
-	}
+	zw := g.writer(out)
 	// Writes to a bytes.Buffer cannot fail.
 	_, _ = zw.Write(body)
 	_ = zw.Close()
-	zw.Reset(io.Discard) // the pooled writer must not keep the buffer
-	g.p.Put(zw)
+	g.putWriter(zw)
 	z := bytes.Clone(out.Bytes())
 	if out.Cap() <= maxPooledBuf {
 		g.bufs.Put(out)
 	}
 	return z
 }
+
+// maxIdleWriters bounds the gzip writers kept for reuse.
+const maxIdleWriters = 16
 
 // maxPooledBuf bounds the compression buffers kept for reuse: one huge
 // body must not pin its buffer for ever.
@@ -189,7 +223,17 @@ func keyHash(key string) uint64 {
 
 // encode serialises e as the value stored under key.
 func encode(key string, e *entry) []byte {
-	b := make([]byte, 0, headerLen+2+len(e.etag)+4+len(e.body)+checksumLen)
+	return appendEncoded(make([]byte, 0, encodedLen(e)), key, e)
+}
+
+// encodedLen is the length of e's encoding.
+func encodedLen(e *entry) int {
+	return headerLen + 2 + len(e.etag) + 4 + len(e.body) + checksumLen
+}
+
+// appendEncoded appends the encoding of e to b.
+func appendEncoded(b []byte, key string, e *entry) []byte {
+	start := len(b)
 	b = append(b, valueMagic...)
 	var flags byte
 	if e.gzip {
@@ -211,7 +255,7 @@ func encode(key string, e *entry) []byte {
 	b = append(b, e.etag...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.body)))
 	b = append(b, e.body...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
 
 // decode parses a value stored under key. The entry's body aliases b, and

@@ -2,6 +2,9 @@ package cache
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -107,5 +110,31 @@ func TestEntryTTLRoundsDown(t *testing.T) {
 		if got := e.ttl(stored.Add(tc.after)); got != tc.want {
 			t.Errorf("ttl %v after storing a 10s entry = %d, want %d", tc.after, got, tc.want)
 		}
+	}
+}
+
+// TestGzipWritersSurviveCollections checks that a compression after
+// garbage collections reuses a writer, instead of allocating the
+// megabyte of tables a new one takes on its first write, and that the
+// result decompresses to the body.
+func TestGzipWritersSurviveCollections(t *testing.T) {
+	body := bytes.Repeat([]byte(`{"headline":"Council commissions review","n":12345},`), 200)
+	var g gzipPool
+	g.compress(body)
+	runtime.GC()
+	runtime.GC() // a sync.Pool is empty after two
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	z := g.compress(body)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<10 {
+		t.Errorf("a compression after two collections allocated %d bytes: a new writer", n)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(zr); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("decompressed %d bytes, %v; want the body back", len(got), err)
 	}
 }

@@ -202,7 +202,9 @@ func encodeTagged(key string, e *entry) []byte {
 	if len(e.tags) == 0 {
 		return encode(key, e)
 	}
-	b := make([]byte, 0, 16+int(e.tagBytes()))
+	// One allocation for the tags and the value: the body is copied
+	// once.
+	b := make([]byte, 0, 16+int(e.tagBytes())+encodedLen(e))
 	b = append(b, tagMagic...)
 	b = binary.AppendUvarint(b, uint64(len(e.tags)))
 	for i, t := range e.tags {
@@ -210,7 +212,7 @@ func encodeTagged(key string, e *entry) []byte {
 		b = append(b, t...)
 		b = binary.BigEndian.AppendUint64(b, e.gens[i])
 	}
-	return append(b, encode(key, e)...)
+	return appendEncoded(b, key, e)
 }
 
 func decodeTagged(key string, b []byte) (*entry, error) {

@@ -5,6 +5,7 @@
 package codec
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -482,11 +483,11 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return appendFloat(dst, v)
 	case time.Time:
 		dst = append(dst, '"')
-		dst = v.UTC().AppendFormat(dst, sources.DateLayout)
+		dst = appendDate(dst, v)
 		return append(dst, '"')
 	case sources.ObjectID:
 		dst = append(dst, '"')
-		dst = append(dst, v.Hex()...)
+		dst = hex.AppendEncode(dst, v[:])
 		return append(dst, '"')
 	case *sources.Doc:
 		if v == nil {
@@ -557,6 +558,31 @@ func (e *encoder) object(dst []byte, fields []sources.Field, depth int) []byte {
 	return append(dst, '}')
 }
 
+// appendDate appends t in DateLayout, as AppendFormat does, without
+// interpreting the layout: a list has a hundred dates.
+func appendDate(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, sources.DateLayout)
+	}
+	hour, minute, sec := t.Clock()
+	two := func(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	dst = two(dst, year/100)
+	dst = two(dst, year%100)
+	dst = append(dst, '-')
+	dst = two(dst, int(month))
+	dst = append(dst, '-')
+	dst = two(dst, day)
+	dst = append(dst, 'T')
+	dst = two(dst, hour)
+	dst = append(dst, ':')
+	dst = two(dst, minute)
+	dst = append(dst, ':')
+	dst = two(dst, sec)
+	return append(dst, "+0000"...)
+}
+
 // appendFloat follows Python's repr: the shortest digits that round-trip,
 // positional between 1e-4 and 1e16, and a ".0" on integral values.
 func appendFloat(dst []byte, f float64) []byte {
@@ -583,33 +609,30 @@ const hexDigits = "0123456789abcdef"
 
 // AppendJSONString appends s as a JSON string literal. Invalid UTF-8 is
 // replaced by U+FFFD.
+//
+// Runs of plain ASCII are skipped eight bytes at a time, then a byte at
+// a time through a table: a list body is mostly strings, long ones
+// (body_html) and short ones (keys), and a byte-by-byte loop with three
+// comparisons a byte was most of its encoding.
 func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
+	start, i := 0, 0
+	for {
+		for i+8 <= len(s) {
+			if x := load64(s, i); x&highs != 0 || needsEscape(x) {
+				break
 			}
+			i += 8
+		}
+		for i < len(s) && plain[s[i]] == '1' {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		if c := s[i]; c < utf8.RuneSelf {
 			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
+			dst = appendEscape(dst, c)
 			i++
 			start = i
 			continue
@@ -618,12 +641,62 @@ func AppendJSONString(dst []byte, s string) []byte {
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, "\ufffd"...)
-			i += size
-			start = i
-			continue
+			start = i + 1
 		}
 		i += size
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// plain marks with a 1 the bytes a JSON string holds as they are: ASCII
+// from 0x20, but for the quote and the backslash. Bytes from 0x80 start
+// a rune to check.
+const plain = "" +
+	"00000000000000000000000000000000" + // 0x00-0x1f: controls
+	"11011111111111111111111111111111" + // 0x20-0x3f: not the quote
+	"11111111111111111111111111110111" + // 0x40-0x5f: not the backslash
+	"11111111111111111111111111111111" + // 0x60-0x7f
+	"00000000000000000000000000000000" + // 0x80-0xff: runes
+	"00000000000000000000000000000000" +
+	"00000000000000000000000000000000" +
+	"00000000000000000000000000000000"
+
+// load64 reads 8 bytes of s from i, little-endian (one load on amd64).
+func load64(s string, i int) uint64 {
+	t := s[i : i+8]
+	return uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
+		uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// needsEscape reports whether one of the 8 bytes of x is below 0x20, a
+// quote or a backslash. Bytes from 0x80 never count.
+func needsEscape(x uint64) bool {
+	hasZero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
+	return ((x-ones*0x20)&^x&highs)|hasZero(x^(ones*'"'))|hasZero(x^(ones*'\\')) != 0
+}
+
+// appendEscape appends the escape of an ASCII control, quote or
+// backslash.
+func appendEscape(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 }

@@ -2,9 +2,12 @@ package codec
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -160,4 +163,77 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("unstable canonical encoding: %s then %s", c1, c2)
 		}
 	})
+}
+
+// TestAppendJSONStringMatchesBytewise checks the eight-bytes-at-a-time
+// string encoder against a byte-by-byte one on strings mixing every kind
+// of byte: plain ASCII, each escape, multi-byte runes, invalid UTF-8, at
+// every alignment.
+func TestAppendJSONStringMatchesBytewise(t *testing.T) {
+	bytewise := func(s string) string {
+		b := []byte{'"'}
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			switch {
+			case r == utf8.RuneError && size == 1:
+				b = append(b, "\ufffd"...)
+			case r == '"' || r == '\\':
+				b = append(b, '\\', byte(r))
+			case r == '\n':
+				b = append(b, `\n`...)
+			case r == '\r':
+				b = append(b, `\r`...)
+			case r == '\t':
+				b = append(b, `\t`...)
+			case r == '\b':
+				b = append(b, `\b`...)
+			case r == '\f':
+				b = append(b, `\f`...)
+			case r < 0x20:
+				b = append(b, fmt.Sprintf(`\u%04x`, r)...)
+			default:
+				b = utf8.AppendRune(b, r)
+			}
+		}
+		return string(append(b, '"'))
+	}
+	pieces := []string{"a", "abcdefgh", "<p>", " ", "\"", "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "\x20", "é", "£", "€", "𝄞", "\xff", "\xc3", "\xe2\x82", "\u2028"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 20000 {
+		var sb strings.Builder
+		for range rng.IntN(40) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		if n%7 == 0 {
+			sb.WriteString(strings.Repeat("x", rng.IntN(20)))
+		}
+		s := sb.String()
+		if got, want := string(AppendJSONString([]byte("prefix"), s)), "prefix"+bytewise(s); got != want {
+			t.Fatalf("AppendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+// TestDatesAsAppendFormat checks the date encoder against
+// time.AppendFormat, across years, zones and the edges of each field.
+func TestDatesAsAppendFormat(t *testing.T) {
+	zone := time.FixedZone("x", -5*3600-30*60)
+	rng := rand.New(rand.NewPCG(3, 4))
+	times := []time.Time{{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 25, 0, 30, 0, 0, zone), time.Date(99, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for range 10000 {
+		times = append(times, time.Unix(rng.Int64N(400_000_000_000)-100_000_000_000, rng.Int64N(1e9)).In(zone))
+	}
+	for _, tm := range times {
+		want := `"` + tm.UTC().Format(sources.DateLayout) + `"`
+		if got := string(AppendJSON(nil, tm)); got != want {
+			t.Fatalf("AppendJSON(%v) = %s, want %s", tm, got, want)
+		}
+	}
+	id := sources.ObjectID{0x67, 0xc4, 0x2d, 0x4c, 0x95, 0x71, 0x84, 0xd4, 0x54, 0x84, 0xe6, 0xff}
+	if got, want := string(AppendJSON(nil, id)), `"67c42d4c957184d45484e6ff"`; got != want {
+		t.Errorf("AppendJSON(ObjectID) = %s, want %s", got, want)
+	}
 }
