@@ -567,7 +567,7 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 		return
 	}
 	o := r.h.o
-	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; prodapi-redis's redis-server is pinned with it and its CPU shown apart. Sizes: %s.\n\n",
+	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; the redis-server of the servers that use Redis (prodapi-redis, prodapi-inval, floor-redis) is pinned with them and its CPU shown apart. Sizes: %s.\n\n",
 		o.wrkConns, o.rounds, wrkDuration(o.slice), strings.Join(r.wrkSizes, ", "))
 	if o.baseline != "" {
 		fmt.Fprintf(b, "baseline-local and baseline-redis are %s, measured in the same run.\n\n", o.baseline)
