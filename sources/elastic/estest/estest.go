@@ -609,20 +609,34 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 // sortsByScore reports whether the body's sort has a _score key: then
 // hits keep their scores.
 func sortsByScore(req *sources.Doc) bool {
+	return slices.ContainsFunc(sortKeys(req), func(k sortKey) bool { return k.field == "_score" })
+}
+
+// A sortKey is one key of a body's sort: its field, and its order or
+// options ("asc", "desc", {"order": ..., "unmapped_type": ...}; nil for a
+// bare field name).
+type sortKey struct {
+	field string
+	opts  any
+}
+
+// sortKeys are the keys of the body's sort, one or a list; an object
+// naming more than one field is not a key and is skipped.
+func sortKeys(req *sources.Doc) []sortKey {
 	spec, _ := req.Get("sort")
+	var keys []sortKey
 	for _, k := range asList(spec) {
 		switch k := k.(type) {
 		case string:
-			if k == "_score" {
-				return true
-			}
+			keys = append(keys, sortKey{field: k})
 		case *sources.Doc:
-			if k.Has("_score") {
-				return true
+			if k.Len() == 1 {
+				f := k.Fields()[0]
+				keys = append(keys, sortKey{field: f.Key, opts: f.Value})
 			}
 		}
 	}
-	return false
+	return keys
 }
 
 // keepsResource reports whether a _source filter keeps _resource, the
@@ -676,30 +690,16 @@ func asList(v any) []any {
 // keyword and Long.MIN/MAX_VALUE for a number or date; the fake has no
 // mapping to tell them apart, and prodapi reads none of them).
 func sortValues(h *sources.Doc, req *sources.Doc) []any {
-	spec, _ := req.Get("sort")
-	list, ok := spec.([]any)
-	if !ok {
-		list = []any{spec}
-	}
-	out := make([]any, 0, len(list))
-	for _, k := range list {
-		field, desc := "", false
-		switch k := k.(type) {
+	keys := sortKeys(req)
+	out := make([]any, 0, len(keys))
+	for _, k := range keys {
+		field, desc := k.field, false
+		switch o := k.opts.(type) {
 		case string:
-			field = k
+			desc = o == "desc"
 		case *sources.Doc:
-			if k.Len() != 1 {
-				continue
-			}
-			f := k.Fields()[0]
-			field = f.Key
-			switch o := f.Value.(type) {
-			case string:
-				desc = o == "desc"
-			case *sources.Doc:
-				order, _ := o.Get("order")
-				desc = order == "desc"
-			}
+			order, _ := o.Get("order")
+			desc = order == "desc"
 		}
 		if field == "_score" {
 			out = append(out, 1.0)
@@ -824,23 +824,9 @@ func textField(text map[string]bool, req *sources.Doc) string {
 	if len(text) == 0 {
 		return ""
 	}
-	spec, _ := req.Get("sort")
-	list, ok := spec.([]any)
-	if !ok {
-		list = []any{spec}
-	}
-	for _, k := range list {
-		var field string
-		switch k := k.(type) {
-		case string:
-			field = k
-		case *sources.Doc:
-			if k.Len() == 1 {
-				field = k.Fields()[0].Key
-			}
-		}
-		if text[field] {
-			return field
+	for _, k := range sortKeys(req) {
+		if text[k.field] {
+			return k.field
 		}
 	}
 	var aggs func(d *sources.Doc) string
@@ -873,26 +859,11 @@ func textField(text map[string]bool, req *sources.Doc) string {
 // document ever had is unmapped, and Elasticsearch refuses to sort on it.
 // A .keyword or .raw suffix names a sub-field of its parent.
 func unmappedSort(docs []*sources.Doc, req *sources.Doc) string {
-	spec, _ := req.Get("sort")
-	list, ok := spec.([]any)
-	if !ok {
-		list = []any{spec}
-	}
-	for _, k := range list {
-		var field string
-		switch k := k.(type) {
-		case string:
-			field = k
-		case *sources.Doc:
-			if k.Len() != 1 {
-				continue
-			}
-			f := k.Fields()[0]
-			if opts, ok := f.Value.(*sources.Doc); ok && opts.Has("unmapped_type") {
-				continue
-			}
-			field = f.Key
+	for _, k := range sortKeys(req) {
+		if opts, ok := k.opts.(*sources.Doc); ok && opts.Has("unmapped_type") {
+			continue
 		}
+		field := k.field
 		if field == "" || field == "_score" || field == "_doc" {
 			continue
 		}
