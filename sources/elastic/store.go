@@ -193,7 +193,7 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte) 
 	if !validIndex(index) {
 		return nil, fmt.Errorf("elastic: %s: invalid index name %q", op, index)
 	}
-	s.queries.Inc("elastic", sources.MetricName(collection), "search")
+	defer s.queries.Start("elastic", sources.MetricName(collection), "search")()
 
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

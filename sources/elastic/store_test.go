@@ -159,6 +159,9 @@ func TestFindSendsTheBody(t *testing.T) {
 				if got := f.queries.Value("elastic", tc.resource, "search"); got != 1 {
 					t.Errorf("queries{elastic,%s,search} = %d, want 1", tc.resource, got)
 				}
+				if got := f.queries.Timed("elastic", tc.resource, "search"); got != 1 {
+					t.Errorf("timed queries{elastic,%s,search} = %d, want 1", tc.resource, got)
+				}
 			})
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -417,20 +418,16 @@ type Queries struct {
 	duration *Histogram
 }
 
-// Inc counts one query.
-func (q *Queries) Inc(backend, resource, op string) {
+// Start counts one query and returns the func that records how long it
+// took: every adapter calls both through this one entry, so none can count
+// its queries without timing them.
+func (q *Queries) Start(backend, resource, op string) (done func()) {
 	if q == nil {
-		return
+		return func() {}
 	}
 	q.count.Inc(backend, resource, op)
-}
-
-// Observe records how long one query took, in seconds.
-func (q *Queries) Observe(seconds float64, backend, resource, op string) {
-	if q == nil {
-		return
-	}
-	q.duration.Observe(seconds, backend, resource, op)
+	start := time.Now()
+	return func() { q.duration.Observe(time.Since(start).Seconds(), backend, resource, op) }
 }
 
 // Value returns the count of one series.

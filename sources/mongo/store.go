@@ -298,7 +298,7 @@ func (s *Store) each(ctx context.Context, op, label, coll string, filter *source
 	if err != nil {
 		return fmt.Errorf("mongo: %s %s: %w", op, coll, err)
 	}
-	s.queries.Inc(Backend, label, op)
+	defer s.queries.Start(Backend, label, op)()
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	cur, err := s.db.Collection(coll).Find(octx, bson.Raw(fb), fo)
@@ -323,7 +323,7 @@ func (s *Store) count(ctx context.Context, label, coll string, filter *sources.D
 	if err != nil {
 		return 0, fmt.Errorf("mongo: count %s: %w", coll, err)
 	}
-	s.queries.Inc(Backend, label, "count")
+	defer s.queries.Start(Backend, label, "count")()
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	n, err := s.db.Collection(coll).CountDocuments(octx, bson.Raw(fb))

@@ -319,6 +319,10 @@ func TestFindCommand(t *testing.T) {
 	if got := e.queries.Value("mongo", "users", "count"); got != 1 {
 		t.Errorf("count queries = %d, want 1", got)
 	}
+	// Every counted query is timed too.
+	if got := e.queries.Timed("mongo", "users", ""); got != 2 {
+		t.Errorf("timed queries = %d, want 2 (the find and the count)", got)
+	}
 }
 
 // TestFindNearCount checks that a $near list counts with $geoWithin,

@@ -115,7 +115,7 @@ func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, erro
 	if !ok {
 		return nil, fmt.Errorf("objstore: asset %q: %w", mediaID, sources.ErrNotFound)
 	}
-	s.opts.Queries.Inc(metricBackend, metricResource, metricOp)
+	defer s.opts.Queries.Start(metricBackend, metricResource, metricOp)()
 	cctx, cancel := context.WithTimeoutCause(ctx, s.opts.Timeout, errCallTimeout)
 	defer cancel()
 

@@ -209,8 +209,7 @@ func (s *Store) query(ctx context.Context, resource, op string) (end func(), err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.opts.Queries.Inc("sandbox", resource, op)
-	start := time.Now()
+	timed := s.opts.Queries.Start("sandbox", resource, op)
 	var span trace.Span
 	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		_, span = s.tracer.Start(ctx, "sandbox "+op+" "+resource, trace.WithSpanKind(trace.SpanKindClient),
@@ -218,7 +217,7 @@ func (s *Store) query(ctx context.Context, resource, op string) (end func(), err
 				attribute.String("db.collection.name", resource)))
 	}
 	end = func() {
-		s.opts.Queries.Observe(time.Since(start).Seconds(), "sandbox", resource, op)
+		timed()
 		if span != nil {
 			span.End()
 		}
