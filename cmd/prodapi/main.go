@@ -23,15 +23,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, env{args: os.Args[1:], getenv: os.Getenv, environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr,
-		build: metrics.Build{Version: version, Revision: revision}}); err != nil {
+	if err := run(ctx, env{args: os.Args[1:], getenv: os.Getenv, environ: os.Environ(), stdout: os.Stdout, stderr: os.Stderr}); err != nil {
 		fmt.Fprintln(os.Stderr, "prodapi:", err)
 		os.Exit(1)
 	}

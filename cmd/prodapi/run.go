@@ -42,9 +42,6 @@ type env struct {
 	ready func(addr string)
 	// adminReady, when set, receives the operator listener's address.
 	adminReady func(addr string)
-	// build names the binary in prodapi_build_info; empty fields come
-	// from the binary's build information.
-	build metrics.Build
 }
 
 func run(ctx context.Context, e env) error {
@@ -124,7 +121,8 @@ func serve(ctx context.Context, e env, args []string) error {
 		level = slog.LevelDebug
 	}
 	registry := metrics.NewMetrics()
-	registry.Register(e.build)
+	build := readBuildInfo()
+	registry.Register(metrics.Build{Version: build.Version, Revision: build.Revision})
 	logs := newLogOutput(e.stderr, registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
@@ -136,7 +134,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
 
-	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, e.build.Resolve().Version)
+	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, build.Version)
 	if err != nil {
 		return err
 	}

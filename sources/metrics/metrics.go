@@ -26,7 +26,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -51,9 +50,9 @@ func NewMetrics() *Metrics {
 	return &Metrics{reg: prometheus.NewRegistry(), byName: map[string]any{}}
 }
 
-// Build names the running binary in prodapi_build_info. Empty fields are
-// read from the binary's build information (runtime/debug); main passes
-// the values linked in at build time, if any.
+// Build names the running binary in prodapi_build_info, as the caller
+// resolved it (cmd/prodapi: the link-time values, else the build
+// information Go recorded; the same that `prodapi version` prints).
 type Build struct {
 	Version, Revision string
 }
@@ -61,7 +60,6 @@ type Build struct {
 // Register adds the Go runtime collector (go_*), the process collector
 // (process_*) and prodapi_build_info{version,revision,goversion} = 1.
 func (m *Metrics) Register(b Build) {
-	b = b.Resolve()
 	version, revision := b.Version, b.Revision
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "prodapi_build_info",
@@ -74,38 +72,6 @@ func (m *Metrics) Register(b Build) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		info,
 	)
-}
-
-// Resolve fills b's empty fields from the binary's build information,
-// or "unknown".
-func (b Build) Resolve() Build {
-	version, revision := buildInfo()
-	if b.Version == "" {
-		b.Version = version
-	}
-	if b.Revision == "" {
-		b.Revision = revision
-	}
-	return b
-}
-
-// buildInfo returns the module version and VCS revision Go stamped into
-// the binary, or "unknown".
-func buildInfo() (version, revision string) {
-	version, revision = "unknown", "unknown"
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return version, revision
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		version = v
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && s.Value != "" {
-			revision = s.Value
-		}
-	}
-	return version, revision
 }
 
 // Handler serves the registry: OpenMetrics when the scraper's Accept asks
