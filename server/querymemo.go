@@ -30,7 +30,9 @@ func newQueryMemo() *queryMemo { return &queryMemo{seed: maphash.MakeSeed()} }
 
 // parse is query.Parse, memoised.
 func (m *queryMemo) parse(res *sources.Resource, id, raw string) (*sources.Query, error) {
-	h := maphash.String(m.seed, id)*31 + maphash.String(m.seed, raw)
+	// The resource is part of the slot: otherwise every resource's plain
+	// list (no id, no query) would share one slot and evict the others.
+	h := (maphash.String(m.seed, res.Name)*31+maphash.String(m.seed, id))*31 + maphash.String(m.seed, raw)
 	s := &m.slots[h%uint64(len(m.slots))]
 	if p := s.Load(); p != nil && p.res == res && p.id == id && p.raw == raw {
 		return p.q, nil

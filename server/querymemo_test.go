@@ -57,6 +57,25 @@ func TestQueryMemo(t *testing.T) {
 // nothing, router included (a request id batch, one string and one slice
 // per 64 requests, averages below one). The count is exact, so this fails
 // on any new allocation on the hit path.
+// The plain lists of different resources (no id, no query) keep a slot
+// each: alternating between them parses nothing again.
+func TestQueryMemoKeepsResourcesApart(t *testing.T) {
+	m := newQueryMemo()
+	first := map[string]*sources.Query{}
+	for _, r := range sources.Resources() {
+		q, err := m.parse(r, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[r.Name] = q
+	}
+	for _, r := range sources.Resources() {
+		if q, _ := m.parse(r, "", ""); q != first[r.Name] {
+			t.Errorf("%s: the plain list was parsed again: another resource took its slot", r.Name)
+		}
+	}
+}
+
 func TestHitAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
