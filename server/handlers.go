@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -153,15 +152,8 @@ func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 	// ServeContent answers Range (206, 416), If-None-Match, If-Range and
 	// If-Modified-Since; its plain-text errors become our envelope. Ranges
 	// are merged and capped first (sanitizeRange).
-	if r.Header.Get("Range") != "" {
-		size, err := a.Content.Seek(0, io.SeekEnd)
-		if err != nil {
-			return err
-		}
-		if _, err := a.Content.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
-		r = sanitizeRange(r, size)
+	if header(r.Header, "Range") != "" {
+		r = sanitizeRange(r, a.Size)
 	}
 	http.ServeContent(&envelopeErrors{ResponseWriter: w, s: s, r: r}, r, "", a.Modified, a.Content)
 	return nil
