@@ -94,8 +94,8 @@ func (l *local) put(key string, e *entry, localUntil time.Time) {
 	l.putUnless(key, e, localUntil, nil)
 }
 
-// putUnless is put, unless obsolete reports true; it reports whether it
-// did. obsolete runs under the tier's lock, so that no invalidation
+// putUnless is put, unless obsolete reports true; it reports whether
+// obsolete stopped it. obsolete runs under the tier's lock, so that no invalidation
 // slips between its answer and the put.
 func (l *local) putUnless(key string, e *entry, localUntil time.Time, obsolete func() bool) bool {
 	size := e.size() + e.tagBytes() + int64(len(key)) + 100
@@ -114,6 +114,9 @@ func (l *local) putUnless(key string, e *entry, localUntil time.Time, obsolete f
 	r.el = l.order.PushFront(r)
 	l.items.Store(key, r)
 	for _, t := range e.tags {
+		if t == tagAll {
+			continue // invalidate empties the tier for it: no index to keep
+		}
 		set := l.tagged[t]
 		if set == nil {
 			if l.tagged == nil {

@@ -268,20 +268,12 @@ func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 	sick := c.sickAfter()
 	done := make(chan reply, 1)
 	c.calls.Add(1)
-	// Ends within sickAfter (the plain GET's deadline) or when the
-	// pipeliner answers (within the connection's timeouts).
+	// Ends within sickAfter, the GET's deadline.
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sick)
 		defer cancel()
 		cctx, span := c.redisSpan(cctx, "GET")
-		var cmd *redis.StringCmd
-		if c.pipe != nil {
-			// The pipeliner runs commands on its own context.
-			cmd = c.pipe.Get(cctx, key)
-		} else {
-			cmd = c.rdb.Get(cctx, key)
-		}
-		b, err := cmd.Bytes()
+		b, err := c.rdb.Get(cctx, key).Bytes()
 		c.metrics.redisGet.Observe(time.Since(start).Seconds())
 		endSpan(span, err)
 		done <- reply{b, err}
@@ -321,11 +313,10 @@ func (c *Cache) getPlain(ctx context.Context, key string) ([]byte, error) {
 // a reply (even an error reply) is Redis being there; a call we stopped
 // waiting for is undecided; a failed connection is a failure.
 func (c *Cache) judgeShort(ctx context.Context, err error) {
-	var reply redis.Error
 	var op *net.OpError
 	var timeout net.Error
 	switch {
-	case err == nil || errors.Is(err, redis.Nil) || errors.As(err, &reply):
+	case redisHealthy(err): // redis.Nil is a reply too
 		c.breaker.done(true)
 	case errors.As(err, &op) && op.Op == "dial" && !op.Timeout():
 		// Nobody listens there: that is news about Redis, however late.
