@@ -24,7 +24,7 @@ const (
 	leasePollMax = 50 * time.Millisecond
 )
 
-func leaseKey(key string) string { return "prodapi:v1:lease:" + key }
+func leaseKey(key string) string { return keyVersion + "lease:" + key }
 
 // release deletes the lease only while it is still ours.
 var release = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)

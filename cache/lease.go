@@ -15,8 +15,8 @@ import (
 // Without Redis the replica is alone: it always holds the lease, and the
 // token lives in memory.
 
-func feedLeaseKey(name string) string { return "prodapi:v1:feed:" + name + ":lease" }
-func feedTokenKey(name string) string { return "prodapi:v1:feed:" + name + ":token" }
+func feedLeaseKey(name string) string { return keyVersion + "feed:" + name + ":lease" }
+func feedTokenKey(name string) string { return keyVersion + "feed:" + name + ":token" }
 
 // tokenTTL bounds how long a resume token outlives the last event: far
 // beyond any oplog window, so it is only ever dropped as garbage.

@@ -47,10 +47,10 @@ const (
 const genUnknown = ^uint64(0)
 
 // genKey is the Redis key holding a tag's generation.
-func genKey(tag string) string { return "prodapi:v1:gen:" + tag }
+func genKey(tag string) string { return keyVersion + "gen:" + tag }
 
 // channel is the pub/sub channel invalidations travel on.
-const channel = "prodapi:v1:invalidations"
+const channel = keyVersion + "invalidations"
 
 // staticTags are the tags of an entry for q known before it is loaded.
 func staticTags(q *sources.Query) []string {
