@@ -72,37 +72,23 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 			waited = true
 			c.metrics.leases.Inc("waited")
 		}
-		// Another replica is loading: wait for its value.
-		for {
-			t := time.NewTimer(poll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				c.metrics.leases.Inc("timeout")
-				return nil, ""
-			case <-t.C:
-			}
-			poll = min(2*poll, leasePollMax)
-			got, asked := c.redisGet(ctx, key)
-			if !asked {
-				return nil, ""
-			}
-			if got != nil && got.isFresh(c.now()) && c.current(ctx, got) {
-				return got, ""
-			}
-			rctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-			start := time.Now()
-			sctx, span := c.redisSpan(rctx, "EXISTS")
-			n, err := c.rdb.Exists(sctx, leaseKey(key)).Result()
-			c.metrics.redisLease.Observe(time.Since(start).Seconds())
-			endSpan(span, err)
-			cancel()
-			if err != nil {
-				return nil, ""
-			}
-			if n == 0 {
-				break // gone without a value: try to take it
-			}
+		// Another replica is loading: wait for its value, then try the
+		// lease again (a lease gone without a value is ours to take).
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			c.metrics.leases.Inc("timeout")
+			return nil, ""
+		case <-t.C:
+		}
+		poll = min(2*poll, leasePollMax)
+		got, asked := c.redisGet(ctx, key)
+		if !asked {
+			return nil, ""
+		}
+		if got != nil && got.isFresh(c.now()) && c.current(ctx, got) {
+			return got, ""
 		}
 	}
 }
