@@ -58,9 +58,6 @@ type tokenClaims struct {
 type authenticator struct {
 	opts   AuthOptions
 	parser *jwt.Parser
-	// clocked: opts.Now was given (tests), and is read on every check;
-	// otherwise a check takes the request's start time.
-	clocked bool
 
 	// memo maps a token to its verified claims: a sync.Map, read
 	// without a lock on every request; size bounds it.
@@ -76,13 +73,11 @@ type verified struct {
 const maxMemo = 10000
 
 func newAuthenticator(opts AuthOptions) *authenticator {
-	clocked := opts.Now != nil
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &authenticator{
-		opts:    opts,
-		clocked: clocked,
+		opts: opts,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{"HS256"}),
 			jwt.WithExpirationRequired(),
@@ -103,16 +98,12 @@ var (
 )
 
 // verify returns the claims of the request's token, or an error (401),
-// judged at now (the request's time) unless the options gave a clock or
-// now is zero. A token not yet remembered is parsed and judged on the
-// options' clock.
+// a remembered token judged at now (the request's time). A token not yet
+// remembered is parsed and judged on the options' clock.
 func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) {
 	tok, err := tokenFrom(header(r.Header, "Authorization"))
 	if err != nil {
 		return nil, err
-	}
-	if a.clocked || now.IsZero() {
-		now = a.opts.Now()
 	}
 	if m, ok := a.memo.Load(tok); ok {
 		v := m.(verified)

@@ -142,7 +142,7 @@ func TestVerify(t *testing.T) {
 			a := newAuthenticator(opts)
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.Header.Set("Authorization", "Bearer "+tc.token)
-			c, err := a.verify(r, time.Time{})
+			c, err := a.verify(r, a.opts.Now())
 			if (err == nil) != tc.ok {
 				t.Fatalf("verify: err = %v, want ok %v", err, tc.ok)
 			}
@@ -162,18 +162,18 @@ func TestVerifyMemoRespectsTime(t *testing.T) {
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, c)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", "Bearer "+tok)
-	if _, err := a.verify(r, time.Time{}); err != nil {
+	if _, err := a.verify(r, now); err != nil {
 		t.Fatalf("first verify: %v", err)
 	}
-	if _, err := a.verify(r, time.Time{}); err != nil {
+	if _, err := a.verify(r, now); err != nil {
 		t.Fatalf("remembered verify: %v", err)
 	}
 	now = testNow.Add(2 * time.Hour)
-	if _, err := a.verify(r, time.Time{}); err == nil {
+	if _, err := a.verify(r, now); err == nil {
 		t.Error("remembered token verified after its expiry")
 	}
 	now = testNow.Add(-2 * time.Minute)
-	if _, err := a.verify(r, time.Time{}); err == nil {
+	if _, err := a.verify(r, now); err == nil {
 		t.Error("remembered token verified before its nbf")
 	}
 }
@@ -208,7 +208,7 @@ func TestMintToken(t *testing.T) {
 	a := newAuthenticator(AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }})
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Authorization", tok)
-	c, err := a.verify(r, time.Time{})
+	c, err := a.verify(r, testNow)
 	if err != nil {
 		t.Fatal(err)
 	}

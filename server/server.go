@@ -72,7 +72,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
-	clocked bool // Options.Now was given: read it, not the request's start
+	clocked bool // Options.Now or AuthOptions.Now was given: read it, not the request's start
 	prefix  string
 	baseURL string
 
@@ -112,6 +112,9 @@ func New(load render.Loader, opts Options) *Server {
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = opts.Auth.Now // one clock for the requests and their tokens
 	}
 	s.clocked = s.now != nil
 	if s.now == nil {
@@ -171,7 +174,7 @@ func validID(id string) bool {
 
 // requestTime is the time a request is judged at (its token's validity,
 // its representation's Age): when it reached the access log, one clock
-// reading for all of it, or Options.Now when one was given.
+// reading for all of it, or the clock the options gave.
 func (s *Server) requestTime(w http.ResponseWriter) time.Time {
 	if !s.clocked {
 		if info := infoOf(w); info != nil && !info.start.IsZero() {
