@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,19 +85,26 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 }
 
 // seedPlatform runs cmd/prodapi-seed, as compose.yaml does, with the
-// platform's variables (pairs in env), loading targets.
-// It is built with go build: the Go build cache makes that cheap after
-// the first time.
+// platform's variables (pairs in env), loading targets. It is built once
+// for the package's tests.
 func seedPlatform(t *testing.T, targets string, env []string) {
 	t.Helper()
-	goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
-	if err != nil {
-		realserver.Missing(t, "go", err.Error())
-	}
-	bin := filepath.Join(t.TempDir(), "prodapi-seed")
-	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/prodapi-seed").CombinedOutput(); err != nil {
-		t.Fatalf("building prodapi-seed: %v\n%s", err, out)
-	}
+	bin := realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
+		goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
+		if err != nil {
+			return "", err
+		}
+		dir, err := os.MkdirTemp("", "prodapi-seed-")
+		if err != nil {
+			return "", err
+		}
+		servers.OnClose(func() { os.RemoveAll(dir) })
+		bin := filepath.Join(dir, "prodapi-seed")
+		if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/prodapi-seed").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building prodapi-seed: %v\n%s", err, out)
+		}
+		return bin, nil
+	})
 	cmd := exec.Command(bin, "-targets", targets, "-wait", "2m")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for i := 0; i+1 < len(env); i += 2 {

@@ -200,7 +200,6 @@ func poll(timeout time.Duration, stop <-chan struct{}, cond func(context.Context
 // first use and stopped when the package's tests end.
 type Set struct {
 	mu      sync.Mutex
-	procs   []*Process
 	once    map[string]*onceResult
 	cleanup []func()
 }
@@ -222,26 +221,16 @@ func (s *Set) Run(m *testing.M) int {
 // Close stops every server of the set, last started first.
 func (s *Set) Close() {
 	s.mu.Lock()
-	procs, cleanup := s.procs, s.cleanup
-	s.procs, s.cleanup = nil, nil
+	cleanup := s.cleanup
+	s.cleanup = nil
 	s.mu.Unlock()
 	for i := len(cleanup) - 1; i >= 0; i-- {
 		cleanup[i]()
 	}
-	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].Stop(10 * time.Second)
-	}
 }
 
-// Adopt hands p to the set, which stops it in Close.
-func (s *Set) Adopt(p *Process) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.procs = append(s.procs, p)
-}
-
-// OnClose registers f to run in Close (before the processes stop): for
-// removing a scratch directory, say.
+// OnClose registers f to run in Close, last registered first: stopping a
+// server, removing a scratch directory.
 func (s *Set) OnClose(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
