@@ -62,9 +62,12 @@ func newReplica(t *testing.T, url string, be *backend) *replica {
 	return r
 }
 
+// settle is env.settle for a replica: refreshes, writes, then the
+// breaker's judgement of every read.
 func (r *replica) settle() {
 	r.c.refreshes.Wait()
 	r.c.pending.Wait()
+	r.c.calls.Wait()
 }
 
 func (r *replica) counter(name string) uint64 { return r.metrics.Counter(name, "").Sum() }

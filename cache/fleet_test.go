@@ -144,7 +144,7 @@ func TestFleetLeaseReleasedOnFailure(t *testing.T) {
 func TestRealRedisOneLoadPerFleet(t *testing.T) {
 	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv)
-	b, c := New(e.realRDB, e.be, e.opts), New(e.realRDB, e.be, e.opts)
+	b, c := e.newCache(), e.newCache()
 	defer closeCache(t, b)
 	defer closeCache(t, c)
 	q := list(t, "items", "q", "storm")

@@ -227,6 +227,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 // newCache returns another cache on the same backend, Redis and clock: a
 // second replica. The caller closes it.
 func (e *env) newCache() *Cache {
+	if e.realRDB != nil {
+		return New(e.realRDB, e.be, e.opts)
+	}
 	if e.rdb != nil {
 		return New(e.rdb, e.be, e.opts)
 	}

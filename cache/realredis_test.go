@@ -68,7 +68,7 @@ func TestRealRedis(t *testing.T) {
 	}
 
 	// Another replica: a hit from Redis, gzip and metadata only.
-	replica := New(e.realRDB, e.be, e.opts)
+	replica := e.newCache()
 	defer closeCache(t, replica)
 	rep, err := replica.Load(ctx, q)
 	if err != nil {
@@ -152,15 +152,7 @@ func TestRealRedisKilled(t *testing.T) {
 	// The breaker judges by the share of failed calls over its window,
 	// and some calls made while Redis died are undecided (out of time
 	// rather than refused): more loads bring it to open.
-	for i := 0; e.c.breaker.current() != open; i++ {
-		if i == 1000 {
-			t.Fatalf("breaker %v after 1000 more loads with Redis down, want open", e.c.breaker.current())
-		}
-		if _, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("more-%d", i))); err != nil {
-			t.Fatalf("a load failed with Redis down: %v", err)
-		}
-		e.settle()
-	}
+	untilBreakerOpens(t, e)
 
 	// Redis comes back empty on the same port: a probe after a cool-down
 	// finds it, and the cache uses it again.
@@ -194,6 +186,21 @@ func untilWritten(t *testing.T, e *env, exists func(key string) bool) {
 		// The failed writes may have opened the breaker again: let its
 		// cool-down pass.
 		e.advance(breakerCooldown)
+	}
+}
+
+// untilBreakerOpens loads new keys, Redis being down, until the breaker
+// opens; every load must still answer (from the backend).
+func untilBreakerOpens(t *testing.T, e *env) {
+	t.Helper()
+	for i := 0; e.c.breaker.current() != open; i++ {
+		if i == 1000 {
+			t.Fatalf("breaker %v after 1000 more loads with Redis down, want open", e.c.breaker.current())
+		}
+		if _, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("more-%d", i))); err != nil {
+			t.Fatalf("a load failed with Redis down: %v", err)
+		}
+		e.settle()
 	}
 }
 
@@ -237,15 +244,7 @@ func TestRealRedisHung(t *testing.T) {
 	// The breaker judges by the share of failed calls over its window,
 	// and some calls made while Redis died are undecided (out of time
 	// rather than refused): more loads bring it to open.
-	for i := 0; e.c.breaker.current() != open; i++ {
-		if i == 1000 {
-			t.Fatalf("breaker %v after 1000 more loads with Redis down, want open", e.c.breaker.current())
-		}
-		if _, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("more-%d", i))); err != nil {
-			t.Fatalf("a load failed with Redis down: %v", err)
-		}
-		e.settle()
-	}
+	untilBreakerOpens(t, e)
 	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "").Sum(); got < breakerMinCalls {
 		t.Errorf("Redis errors counted = %d, want at least %d", got, breakerMinCalls)
 	}

@@ -326,7 +326,7 @@ func TestRealRedisInvalidationAndRestart(t *testing.T) {
 	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv, withDocs)
 	ctx := context.Background()
-	b := New(e.realRDB, e.be, e.opts)
+	b := e.newCache()
 	defer closeCache(t, b)
 	q, other := detail(t, "items", "i1"), detail(t, "items", "i2")
 	for _, c := range []*Cache{e.c, b} {
