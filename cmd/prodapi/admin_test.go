@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -12,20 +10,8 @@ const adminSecret = "an-operator-secret-of-32-bytes-or-more"
 
 func (in *instance) do(t *testing.T, method, url, authorization string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	status, _, b := request(t, method, url, "Authorization", authorization)
+	return status, b
 }
 
 // An operator purges a story on the admin listener; the next request

@@ -93,12 +93,21 @@ func start(t *testing.T, kv ...string) *instance {
 
 func (in *instance) get(t *testing.T, target, authorization string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, in.base+target, nil)
+	return request(t, http.MethodGet, in.base+target, "Authorization", authorization)
+}
+
+// request sends method to url with the headers given in pairs (an empty
+// value is left out) and returns the status, headers and body.
+func request(t *testing.T, method, url string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] != "" {
+			req.Header.Set(header[i], header[i+1])
+		}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

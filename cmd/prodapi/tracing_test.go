@@ -50,20 +50,14 @@ func TestTracesOnConsole(t *testing.T) {
 	)
 	send := func(target, trace string) []byte {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, in.base+target, nil)
-		req.Header.Set("Authorization", tok)
-		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+		traceparent := ""
 		if trace != "" {
-			req.Header.Set("Traceparent", "00-"+trace+"-"+clientSpan+"-01")
+			traceparent = "00-" + trace + "-" + clientSpan + "-01"
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != 200 {
-			t.Fatalf("%s: %d %s", target, res.StatusCode, b)
+		status, _, b := request(t, http.MethodGet, in.base+target, "Authorization", tok,
+			"Accept", "application/openmetrics-text; version=1.0.0", "Traceparent", traceparent)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", target, status, b)
 		}
 		return b
 	}
