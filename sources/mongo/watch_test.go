@@ -43,6 +43,20 @@ func watch(t *testing.T, e *env, token []byte) (<-chan watched, func() error) {
 	return out, stop
 }
 
+// watching is a server with change streams holding seed, and a Watch
+// from now on whose stream is open (its first getMore came): writes made
+// after it returns are its events.
+func watching(t *testing.T, seed map[string][]*sources.Doc) (*env, <-chan watched, func() error) {
+	t.Helper()
+	e := newEnv(t, seed, mongosrc.Options{})
+	e.srv.EnableChangeStreams()
+	events, stop := watch(t, e, nil)
+	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	return e, events, stop
+}
+
 func next(t *testing.T, ch <-chan watched) watched {
 	t.Helper()
 	select {
@@ -57,13 +71,8 @@ func next(t *testing.T, ch <-chan watched) watched {
 // Through the real driver: events, their resume tokens, and a restart
 // that resumes after the last token it kept.
 func TestWatchResumes(t *testing.T) {
-	e := newEnv(t, nil, mongosrc.Options{})
-	e.srv.EnableChangeStreams()
-	events, stop := watch(t, e, nil)
-	// The stream opens at "now": wait for its first getMore, then write.
-	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
-		t.Fatal(err)
-	}
+	// The stream opens at "now": write once it is open.
+	e, events, stop := watching(t, nil)
 	e.srv.Change("archive", "update", "a")
 	e.srv.Change("planning", "delete", "p1")
 	first, second := next(t, events), next(t, events)
@@ -103,12 +112,7 @@ func TestWatchResumes(t *testing.T) {
 }
 
 func TestWatchHistoryLost(t *testing.T) {
-	e := newEnv(t, nil, mongosrc.Options{})
-	e.srv.EnableChangeStreams()
-	events, stop := watch(t, e, nil)
-	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
-		t.Fatal(err)
-	}
+	e, events, stop := watching(t, nil)
 	e.srv.Change("archive", "update", "a")
 	w := next(t, events)
 	stop()
@@ -130,12 +134,7 @@ func TestWatchStandalone(t *testing.T) {
 // The fake's Replace is a write: the document changes and the stream
 // reports it.
 func TestWatchReplace(t *testing.T) {
-	e := newEnv(t, map[string][]*sources.Doc{"desks": {sources.D("_id", "d1", "name", "Sport")}}, mongosrc.Options{})
-	e.srv.EnableChangeStreams()
-	events, _ := watch(t, e, nil)
-	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
-		t.Fatal(err)
-	}
+	e, events, _ := watching(t, map[string][]*sources.Doc{"desks": {sources.D("_id", "d1", "name", "Sport")}})
 	if err := e.srv.Replace("desks", sources.D("_id", "d1", "name", "Sports")); err != nil {
 		t.Fatal(err)
 	}
