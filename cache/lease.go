@@ -18,6 +18,13 @@ import (
 func feedLeaseKey(name string) string { return keyVersion + "feed:" + name + ":lease" }
 func feedTokenKey(name string) string { return keyVersion + "feed:" + name + ":token" }
 
+// controlCtx bounds a control call (leases, tokens, invalidations): at
+// least a second, since unlike a read it has no fallback worth failing
+// over to sooner.
+func (c *Cache) controlCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+}
+
 // tokenTTL bounds how long a resume token outlives the last event: far
 // beyond any oplog window, so it is only ever dropped as garbage.
 const tokenTTL = 7 * 24 * time.Hour
@@ -42,7 +49,7 @@ func (c *Cache) Lease(ctx context.Context, name, holder string, ttl time.Duratio
 	if c.rdb == nil {
 		return true, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+	ctx, cancel := c.controlCtx(ctx)
 	defer cancel()
 	n, err := acquire.Run(ctx, c.rdb, []string{feedLeaseKey(name)}, holder, ttl.Milliseconds()).Int()
 	if err != nil {
@@ -56,7 +63,7 @@ func (c *Cache) ReleaseLease(ctx context.Context, name, holder string) error {
 	if c.rdb == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+	ctx, cancel := c.controlCtx(ctx)
 	defer cancel()
 	err := release.Run(ctx, c.rdb, []string{feedLeaseKey(name)}, holder).Err()
 	if errors.Is(err, redis.Nil) {
@@ -72,7 +79,7 @@ func (c *Cache) Token(ctx context.Context, name string) ([]byte, error) {
 		defer c.alone.mu.Unlock()
 		return c.alone.tokens[name], nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+	ctx, cancel := c.controlCtx(ctx)
 	defer cancel()
 	b, err := c.rdb.Get(ctx, feedTokenKey(name)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -92,7 +99,7 @@ func (c *Cache) SaveToken(ctx context.Context, name string, token []byte) error 
 		c.alone.tokens[name] = token
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+	ctx, cancel := c.controlCtx(ctx)
 	defer cancel()
 	if token == nil {
 		return c.rdb.Del(ctx, feedTokenKey(name)).Err()

@@ -359,7 +359,7 @@ func (c *Cache) invalidate(ctx context.Context, tags []string) error {
 	var err error
 	if c.rdb != nil {
 		gen := strconv.FormatUint(rand.Uint64()>>1|1, 10)
-		ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+		ctx, cancel := c.controlCtx(ctx)
 		pipe := c.rdb.Pipeline()
 		for _, t := range tags {
 			pipe.Set(ctx, genKey(t), gen, c.tagTTL)
@@ -373,7 +373,7 @@ func (c *Cache) invalidate(ctx context.Context, tags []string) error {
 	// returns.
 	c.applyInvalidation(tags)
 	if c.rdb != nil && err == nil {
-		ctx, cancel := context.WithTimeout(ctx, max(c.redisTimeout, time.Second))
+		ctx, cancel := c.controlCtx(ctx)
 		if perr := c.rdb.Publish(ctx, channel, invalidationMessage(c.id, tags)).Err(); perr != nil {
 			err = errors.Join(ErrNotPropagated, perr)
 		}

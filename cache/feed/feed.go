@@ -196,7 +196,6 @@ var errLeaseLost = errors.New("feed: lease lost")
 // lead watches while it holds the lease, renewing it.
 func (f *Feed) lead(ctx context.Context) error {
 	lctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// Ends with lctx: when the watch returns, or the lease is lost.
@@ -213,7 +212,7 @@ func (f *Feed) lead(ctx context.Context) error {
 		}
 	})
 	defer wg.Wait()
-	defer cancel(nil)
+	defer cancel(nil) // before the Wait: it ends the renewals
 	token, err := f.coord.Token(lctx, f.opts.Name)
 	if err != nil {
 		return err
