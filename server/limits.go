@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,8 +14,8 @@ import (
 //
 // The http.Server must read more than this for the handler to see such a
 // request: set its MaxHeaderBytes to NetHTTPMaxHeaderBytes. Past that,
-// net/http answers 431 itself, in plain text, which EnvelopeListener
-// rewrites.
+// net/http answers 431 itself, in plain text, which the connections of
+// Listener rewrite.
 const (
 	MaxHeaderBytes        = 64<<10 + 4096
 	NetHTTPMaxHeaderBytes = 256 << 10
@@ -49,43 +48,14 @@ func (s *Server) limitHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// EnvelopeListener returns ln with the error responses net/http writes on
-// its own, before any handler runs (a malformed or missing Host, an
-// invalid header, headers over its limit, an unsupported version or
-// transfer coding), rewritten into the API's error envelope with the same
-// status.
-//
-// net/http gives no hook for these: (*conn).serve writes them with one
-// fmt.Fprintf on the connection when readRequest fails. So the
-// connection recognises them by their exact shape: a status line of 4xx
-// or 5xx followed at once by "Content-Type: text/plain; charset=utf-8"
-// and "Connection: close", with no Date header. A handler's response
-// always carries Date, so it never matches; if a later Go changes the
-// shape, the plain text simply goes through as before.
-func EnvelopeListener(ln net.Listener) net.Listener { return &envelopeListener{ln} }
-
-type envelopeListener struct{ net.Listener }
-
-func (l *envelopeListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &envelopeConn{Conn: c}, nil
-}
-
-type envelopeConn struct{ net.Conn }
-
-func (c *envelopeConn) Write(p []byte) (int, error) {
-	if b, ok := envelopePlainError(p); ok {
-		if _, err := c.Conn.Write(b); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	return c.Conn.Write(p)
-}
-
+// net/http gives no hook for the errors it answers before any handler
+// runs: (*conn).serve writes them with one fmt.Fprintf on the connection
+// when readRequest fails. So the connection recognises them by their
+// exact shape: a status line of 4xx or 5xx followed at once by
+// "Content-Type: text/plain; charset=utf-8" and "Connection: close", with
+// no Date header. A handler's response always carries Date, so it never
+// matches; if a later Go changes the shape, the plain text simply goes
+// through as before.
 const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // envelopePlainError rewrites one of net/http's own plain-text error

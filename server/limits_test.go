@@ -47,7 +47,7 @@ func TestNetHTTPErrorsInTheEnvelope(t *testing.T) {
 		return okRep(`{"_items":[]}`), nil
 	}), Options{Auth: AuthOptions{Enabled: false}}).Handler()
 	ts := httptest.NewUnstartedServer(h)
-	ts.Listener = EnvelopeListener(ts.Listener)
+	ts.Listener = Listener(ts.Listener)
 	ts.Config.MaxHeaderBytes = NetHTTPMaxHeaderBytes
 	ts.Start()
 	defer ts.Close()
