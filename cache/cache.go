@@ -679,11 +679,11 @@ func fwdStatus(err error) int {
 func (c *Cache) localHit(res string, r *record, now time.Time) *render.Representation {
 	ttl := r.e.ttl(now)
 	if m := r.hit.Load(); m != nil && m.ttl == ttl {
-		c.metrics.requests.Inc(res, OutcomeHit)
+		m.count.Inc()
 		return m.rep
 	}
 	rep := c.represent(res, r.e, nil, now, kindHit, 0, false)
-	r.hit.Store(&hitMemo{ttl: ttl, rep: rep})
+	r.hit.Store(&hitMemo{ttl: ttl, rep: rep, count: c.metrics.requests.Series(res, OutcomeHit)})
 	return rep
 }
 

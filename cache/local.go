@@ -53,10 +53,12 @@ type record struct {
 
 // A hitMemo is the Representation of a local hit, shared by every hit on
 // the record while its Cache-Status ttl stays the same: a hit then
-// allocates no Representation and no Cache-Status.
+// allocates no Representation and no Cache-Status, and finds its counter
+// without a lookup.
 type hitMemo struct {
-	ttl int64
-	rep *render.Representation
+	ttl   int64
+	rep   *render.Representation
+	count metrics.CounterSeries // prodapi_cache_requests_total for the hit, resolved once
 }
 
 func newLocal(max int64, m *series) *local {

@@ -165,14 +165,13 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		info := infoOf(w)
 		info.start = start
 		next.ServeHTTP(w, r)
-		end := time.Now()
+		d := time.Since(start) // the monotonic clock alone
 		route := cmp.Or(info.route, "unmatched")
 		status := info.status
 		if status == 0 {
 			status = http.StatusOK
 		}
 		s.durations.count(route, status)
-		d := end.Sub(start)
 		obs := s.durations.observer(route, info.outcome, status)
 		if sc := s.sampledSpan(r); sc.IsSampled() {
 			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
