@@ -26,6 +26,7 @@ type report struct {
 	failures   []string
 	wrk        []*wrkRow
 	wrkSizes   []string
+	wrkProcs   []string // the GOMAXPROCS prodapi reported in each placement
 }
 
 func newReport(h *harness) *report {

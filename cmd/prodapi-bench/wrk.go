@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +229,20 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 				}
 			}
 		}
+		// Go (1.25 on) follows the CPU affinity mask with GOMAXPROCS, about
+		// a second after it changes: one unmeasured slice per server lets
+		// every runtime settle before the measured rounds.
+		for _, s := range servers {
+			args := []string{wrk, "-c", strconv.Itoa(h.o.wrkConns), "-d", "1s", "-H", "Authorization: " + h.token,
+				"-H", "Accept-Encoding: gzip", s.base + targets[wrkTargets[0].name]}
+			if placement == "pinned" {
+				args = append([]string{taskset, "-c", "1"}, args...)
+			}
+			if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+				return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
+			}
+		}
+		rep.wrkProcs = append(rep.wrkProcs, fmt.Sprintf("%s: GOMAXPROCS %s", placement, h.gomaxprocsOf(ctx, local)))
 		for round := range h.o.rounds {
 			for _, tn := range wrkTargets {
 				for i := range servers {
@@ -290,6 +306,27 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 		}
 	}
 	return nil
+}
+
+// gomaxprocsOf reads the GOMAXPROCS a prodapi reports on /metrics, or
+// "unknown".
+func (h *harness) gomaxprocsOf(ctx context.Context, p *prodapiProc) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	if err != nil {
+		return "unknown"
+	}
+	res, err := p.client.Do(req)
+	if err != nil {
+		return "unknown"
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "go_sched_gomaxprocs_threads "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
 
 // wrkDuration is a slice as wrk's -d takes it: whole seconds, at least one.
@@ -569,6 +606,9 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 	o := r.h.o
 	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; the redis-server of the servers that use Redis (prodapi-redis, prodapi-inval, floor-redis) is pinned with them and its CPU shown apart. Sizes: %s.\n\n",
 		o.wrkConns, o.rounds, wrkDuration(o.slice), strings.Join(r.wrkSizes, ", "))
+	if len(r.wrkProcs) > 0 {
+		fmt.Fprintf(b, "After each placement change every server got one unmeasured 1 s slice, for Go's GOMAXPROCS to follow the CPU mask; prodapi-local then reported %s.\n\n", strings.Join(r.wrkProcs, ", "))
+	}
 	if o.baseline != "" {
 		fmt.Fprintf(b, "baseline-local and baseline-redis are %s, measured in the same run.\n\n", o.baseline)
 	}
