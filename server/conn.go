@@ -63,6 +63,16 @@ func (c *conn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// CloseWrite half-closes the connection when the socket can, as net/http
+// does before it closes a connection whose request it did not read to
+// the end, so that the client reads the answer before the reset.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *conn) SetDeadline(t time.Time) error {
 	return errors.Join(c.rd.request(t), c.wd.request(t))
 }

@@ -218,3 +218,20 @@ func TestListenerTimeouts(t *testing.T) {
 		t.Error("half a header was not let go after the header timeout")
 	}
 }
+
+func TestConnCloseWrite(t *testing.T) {
+	c, client := pipeConn(t)
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the client read %v after the half-close, want EOF", err)
+	}
+	// The other direction stays open: net/http reads on while it waits.
+	if _, err := io.WriteString(client, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("read after the half-close = %d, %v", n, err)
+	}
+}

@@ -147,6 +147,14 @@ type limitedConn struct {
 	once sync.Once
 }
 
+// CloseWrite passes net/http's half-close through (see server.Listener).
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *limitedConn) Close() error {
 	c.once.Do(func() { c.l.remove(c) })
 	return c.Conn.Close()
