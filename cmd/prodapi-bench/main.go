@@ -69,6 +69,7 @@ type options struct {
 	scenarios    []string
 	out          string
 	wrkConns     int
+	wrkOnly      string // comma-separated servers to measure, beside bare; empty: all
 	baseline     string
 }
 
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.staleLatency, "stale-latency", time.Second, "backend latency of the stale scenario, so that refreshes are slow")
 	fs.StringVar(&o.baseline, "baseline", "", "wrk scenario: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis, in the same run")
 	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
+	fs.StringVar(&o.wrkOnly, "wrk-only", "", "wrk scenario: measure only these servers (comma-separated, e.g. prodapi-local,baseline-local) beside bare")
 	fs.IntVar(&o.conns, "c", 32, "concurrent connections (closed loop: requests in flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests/s offered to each server, latency measured from the scheduled time (0: closed loop)")
 	fs.DurationVar(&o.slice, "slice", time.Second, "length of one measured slice")

@@ -213,6 +213,21 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 		servers = append(servers, &wrkServer{name: ref.name, base: base, pid: p.cmd.Process.Pid})
 	}
 
+	if h.o.wrkOnly != "" {
+		keep := strings.Split(h.o.wrkOnly, ",")
+		var names []string
+		for _, s := range servers {
+			names = append(names, s.name)
+		}
+		for _, k := range keep {
+			if !slices.Contains(names, k) {
+				return fmt.Errorf("-wrk-only: no server %q in this run (%s)", k, strings.Join(names, ", "))
+			}
+		}
+		servers = slices.DeleteFunc(servers, func(s *wrkServer) bool {
+			return s.name != "bare" && !slices.Contains(keep, s.name)
+		})
+	}
 	rows := map[string]*wrkRow{}
 	for _, placement := range []string{"pinned", "floating"} {
 		serverCPUs, clientArgs := "0,1", []string{"-t2"}
