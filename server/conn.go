@@ -43,7 +43,7 @@ func newConn(c net.Conn) *conn {
 
 func (c *conn) Read(p []byte) (int, error) {
 	if err := c.rd.begin(); err != nil {
-		return 0, err
+		return 0, c.opError("read", err)
 	}
 	defer c.rd.end()
 	return c.Conn.Read(p)
@@ -51,7 +51,7 @@ func (c *conn) Read(p []byte) (int, error) {
 
 func (c *conn) Write(p []byte) (int, error) {
 	if err := c.wd.begin(); err != nil {
-		return 0, err
+		return 0, c.opError("write", err)
 	}
 	defer c.wd.end()
 	if b, ok := envelopePlainError(p); ok {
@@ -61,6 +61,17 @@ func (c *conn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+// opError reports a deadline the socket refused (it is closed) as the
+// read or write failing, as the socket would have: net/http tells a
+// common network error by the operation it names.
+func (c *conn) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
 
 // CloseWrite half-closes the connection when the socket can, as net/http

@@ -242,3 +242,16 @@ func TestConnCloseWrite(t *testing.T) {
 		t.Fatalf("read after the half-close = %d, %v", n, err)
 	}
 }
+
+// A deadline the closed socket refuses fails the read as a read, the way
+// net/http recognises a connection that went away.
+func TestConnClosedReadIsARead(t *testing.T) {
+	c, _ := pipeConn(t)
+	c.Conn.Close()
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	_, err := c.Read(make([]byte, 1))
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "read" || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read = %#v, want a read error on a closed connection", err)
+	}
+}

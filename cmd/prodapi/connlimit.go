@@ -86,9 +86,8 @@ func (l *connLimiter) admit(c net.Conn) net.Conn {
 		delete(l.conns, victim)
 	}
 	l.conns[lc] = struct{}{}
-	n := len(l.conns)
+	l.open.Set(float64(len(l.conns))) // under the lock: counts are published in order
 	l.mu.Unlock()
-	l.open.Set(float64(n))
 	if victim != nil {
 		l.shed.Inc("idle")
 		victim.Close()
@@ -116,12 +115,10 @@ func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
 // remove lets go of c, once it is closed or hijacked.
 func (l *connLimiter) remove(c *limitedConn) {
 	l.mu.Lock()
-	_, held := l.conns[c]
-	delete(l.conns, c)
-	n := len(l.conns)
-	l.mu.Unlock()
-	if held {
-		l.open.Set(float64(n))
+	defer l.mu.Unlock()
+	if _, held := l.conns[c]; held {
+		delete(l.conns, c)
+		l.open.Set(float64(len(l.conns)))
 	}
 }
 

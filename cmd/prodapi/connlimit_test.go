@@ -163,6 +163,43 @@ func TestConnLimitRefusesWhenNoneIsIdle(t *testing.T) {
 	}
 }
 
+// A connection that was idle and is busy again is not idle: the cap
+// closes the one idle now, never one in the middle of a request.
+func TestConnLimitSparesTheBusyAgain(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	addr, l, _ := limitedServer(t, 2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-release
+		}
+	}))
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	for i, c := range []*rawConn{a, b} { // a goes idle first: the older mark
+		if code, err := c.get(t); err != nil || code != 200 {
+			t.Fatalf("first requests: %d %v", code, err)
+		}
+		waitIdle(t, l, i+1)
+	}
+	if _, err := io.WriteString(a.c, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	waitIdle(t, l, 1)
+
+	c := dialRaw(t, addr)
+	if code, err := c.get(t); err != nil || code != 200 {
+		t.Fatalf("a third connection at the cap: %d %v, want it served", code, err)
+	}
+	if !b.closed() {
+		t.Error("the idle connection was not the one closed")
+	}
+	close(release)
+	if code, err := a.read(); err != nil || code != 200 {
+		t.Errorf("the busy connection's request: %d %v, want 200", code, err)
+	}
+}
+
 // halfCloser is a connection that records net/http's half-close.
 type halfCloser struct {
 	net.Conn
