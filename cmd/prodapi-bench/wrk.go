@@ -124,38 +124,44 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 	servers = append(servers, &wrkServer{name: "bare", base: bare.base, pid: bare.cmd.Process.Pid},
 		&wrkServer{name: "prodapi-local", base: local.base, pid: local.cmd.Process.Pid})
 
-	if h.redis != nil {
-		rp, err := h.startProdapi("wrk-redis", map[string]string{"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(2), "PRODAPI_CACHE_LOCAL_BYTES": "-1"})
+	// addProdapi starts a prodapi binary as server name, warms it and
+	// checks that it answers the targets from its cache.
+	var started []*prodapiProc
+	defer func() {
+		for _, p := range started {
+			err = errors.Join(err, p.shutdown())
+		}
+	}()
+	addProdapi := func(bin, name string, vars map[string]string, helper int) error {
+		p, err := h.startProdapiBinary(bin, "wrk-"+name, vars)
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, rp.shutdown()) }()
-		if err := h.warmAll(ctx, rp, list); err != nil {
+		started = append(started, p)
+		if err := h.warmAll(ctx, p, list); err != nil {
 			return err
 		}
-		if _, err := h.captureAll(ctx, rp, list, "hit"); err != nil {
+		if _, err := h.captureAll(ctx, p, list, "hit"); err != nil {
 			return err
 		}
-		servers = append(servers, &wrkServer{name: "prodapi-redis", base: rp.base, pid: rp.cmd.Process.Pid, helper: h.redis.cmd.Process.Pid})
+		servers = append(servers, &wrkServer{name: name, base: p.base, pid: p.cmd.Process.Pid, helper: helper})
+		return nil
+	}
 
+	if h.redis != nil {
+		redisPid := h.redis.cmd.Process.Pid
+		if err := addProdapi(h.o.prodapi, "prodapi-redis", map[string]string{"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(2), "PRODAPI_CACHE_LOCAL_BYTES": "-1"}, redisPid); err != nil {
+			return err
+		}
 		// Invalidation on (issue 12): Redis for tags, generations and the
 		// pub/sub subscription, the purge listener on; hits still come
 		// from the in-process tier, so it compares with prodapi-local.
-		ip, err := h.startProdapi("wrk-inval", map[string]string{
+		if err := addProdapi(h.o.prodapi, "prodapi-inval", map[string]string{
 			"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(4),
 			"PRODAPI_ADMIN_ADDR": "127.0.0.1:0", "PRODAPI_ADMIN_SECRET": "a-benchmark-admin-secret-of-32-bytes",
-		})
-		if err != nil {
+		}, redisPid); err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, ip.shutdown()) }()
-		if err := h.warmAll(ctx, ip, list); err != nil {
-			return err
-		}
-		if _, err := h.captureAll(ctx, ip, list, "hit"); err != nil {
-			return err
-		}
-		servers = append(servers, &wrkServer{name: "prodapi-inval", base: ip.base, pid: ip.cmd.Process.Pid, helper: h.redis.cmd.Process.Pid})
 
 		// The floor of a Redis hit: the bare server, but each body read
 		// with one go-redis GET per request.
@@ -181,18 +187,9 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 				vars["REDIS_URL"], vars["PRODAPI_CACHE_LOCAL_BYTES"] = v.redisURL, "-1"
 				helper = h.redis.cmd.Process.Pid
 			}
-			bp, err := h.startProdapiBinary(h.o.baseline, v.name, vars)
-			if err != nil {
+			if err := addProdapi(h.o.baseline, v.name, vars, helper); err != nil {
 				return err
 			}
-			defer func() { err = errors.Join(err, bp.shutdown()) }()
-			if err := h.warmAll(ctx, bp, list); err != nil {
-				return err
-			}
-			if _, err := h.captureAll(ctx, bp, list, "hit"); err != nil {
-				return err
-			}
-			servers = append(servers, &wrkServer{name: v.name, base: bp.base, pid: bp.cmd.Process.Pid, helper: helper})
 		}
 	}
 	barePort := strings.TrimPrefix(bare.base, "http://127.0.0.1:")
@@ -244,17 +241,26 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 				}
 			}
 		}
+		// runWrk runs one slice of wrk on s, as the placement runs it.
+		runWrk := func(s *wrkServer, target, d string) (string, error) {
+			args := []string{wrk, "-c", strconv.Itoa(h.o.wrkConns), "-d", d, "--latency",
+				"-H", "Authorization: " + h.token, "-H", "Accept-Encoding: gzip"}
+			args = append(append(args, clientArgs...), s.base+target)
+			if placement == "pinned" {
+				args = append([]string{taskset, "-c", "1"}, args...)
+			}
+			out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+			if err != nil {
+				return "", fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
+			}
+			return string(out), nil
+		}
 		// Go (1.25 on) follows the CPU affinity mask with GOMAXPROCS, about
 		// a second after it changes: one unmeasured slice per server lets
 		// every runtime settle before the measured rounds.
 		for _, s := range servers {
-			args := []string{wrk, "-c", strconv.Itoa(h.o.wrkConns), "-d", "1s", "-H", "Authorization: " + h.token,
-				"-H", "Accept-Encoding: gzip", s.base + targets[wrkTargets[0].name]}
-			if placement == "pinned" {
-				args = append([]string{taskset, "-c", "1"}, args...)
-			}
-			if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
-				return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
+			if _, err := runWrk(s, targets[wrkTargets[0].name], "1s"); err != nil {
+				return err
 			}
 		}
 		rep.wrkProcs = append(rep.wrkProcs, fmt.Sprintf("%s: GOMAXPROCS %s", placement, h.gomaxprocsOf(ctx, local)))
@@ -274,20 +280,14 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 						rows[key] = row
 						rep.wrk = append(rep.wrk, row)
 					}
-					args := []string{wrk, "-c", strconv.Itoa(h.o.wrkConns), "-d", wrkDuration(h.o.slice), "--latency",
-						"-H", "Authorization: " + h.token, "-H", "Accept-Encoding: gzip"}
-					args = append(append(args, clientArgs...), s.base+targets[tn.name])
-					if placement == "pinned" {
-						args = append([]string{taskset, "-c", "1"}, args...)
-					}
 					c0, err := treeCPU(s.pid)
 					if err != nil {
 						return err
 					}
 					hc0, _ := treeCPU(s.helper)
-					out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+					out, err := runWrk(s, targets[tn.name], wrkDuration(h.o.slice))
 					if err != nil {
-						return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
+						return err
 					}
 					c1, err := treeCPU(s.pid)
 					if err != nil {
@@ -295,7 +295,7 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 					}
 					hc1, _ := treeCPU(s.helper)
 					row.helperCPU += hc1 - hc0
-					res, err := parseWrk(string(out))
+					res, err := parseWrk(out)
 					if err != nil {
 						return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
 					}
