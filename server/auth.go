@@ -89,6 +89,7 @@ func newAuthenticator(opts AuthOptions) *authenticator {
 
 var (
 	errNoToken     = errors.New("no token")
+	errNoSecret    = errors.New("no shared secret")
 	errBadScope    = errors.New("scope claim is neither a list of names nor a space-separated string")
 	errAudience    = errors.New("token audience does not name this service")
 	errDupClaim    = errors.New("token payload repeats a claim")
@@ -135,7 +136,7 @@ func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) 
 
 func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	if len(a.opts.Secret) == 0 {
-		return nil, time.Time{}, errors.New("no shared secret")
+		return nil, time.Time{}, errNoSecret
 	}
 	if err := checkPayload(tok); err != nil {
 		return nil, time.Time{}, err
@@ -257,7 +258,8 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // authorize checks the request's token and, when scope is not empty, that
-// it grants scope (401, 403).
+// it grants scope (401, 403). The client a verified token names goes to
+// the access log, refused for its scope or not.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) error {
 	if !s.auth.opts.Enabled {
 		return nil
@@ -266,14 +268,80 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string)
 	if err != nil {
 		return &httpError{
 			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
-			header: http.Header{"Www-Authenticate": {`Bearer realm="prodapi"`}},
+			header: http.Header{"Www-Authenticate": {challenge(err)}},
 		}
+	}
+	if info := infoOf(w); info != nil {
+		info.clientID = c.ClientID
 	}
 	if scope != "" && !c.Has(scope) {
 		return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
-			err: fmt.Errorf("token of client %q lacks %s", c.ClientID, scope)}
+			err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
+			header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
+		}
 	}
 	return nil
+}
+
+// realm is the protection space every challenge names.
+const realm = `Bearer realm="prodapi"`
+
+// tokenFaults say, in a 401's error_description, why a token that came
+// was refused: the first whose error the refusal wraps. Short, fixed
+// texts: never the token, a claim's value or the JWT library's words.
+// Anything else refused is "malformed".
+var tokenFaults = []struct {
+	err  error
+	desc string
+}{
+	{jwt.ErrTokenExpired, "the token has expired"},
+	{jwt.ErrTokenNotValidYet, "the token is not valid yet"},
+	{jwt.ErrTokenSignatureInvalid, "the token's signature is invalid"}, // also any algorithm but HS256
+	{jwt.ErrTokenRequiredClaimMissing, "the token has no expiry"},
+	{errAudience, "the token is for another audience"},
+	{errBadScope, "the token's scope claim is malformed"},
+	{errExtraWords, "the Authorization header has words after the token"},
+	{errNoSecret, "the token cannot be verified"},
+}
+
+// challenge is a 401's WWW-Authenticate (RFC 6750 §3): the realm alone
+// when the request carried no token; when it carried one, the realm,
+// error="invalid_token" and a description of the fault.
+func challenge(err error) string {
+	if errors.Is(err, errNoToken) {
+		return realm
+	}
+	desc := "the token is malformed"
+	for _, f := range tokenFaults {
+		if errors.Is(err, f.err) {
+			desc = f.desc
+			break
+		}
+	}
+	return realm + `, error="invalid_token", error_description=` + quoted(desc)
+}
+
+// scopeChallenge is a 403's WWW-Authenticate: the scope the resource
+// needs (RFC 6750 §3.1, insufficient_scope).
+func scopeChallenge(scope string) string {
+	return realm + `, error="insufficient_scope", scope=` + quoted(scope)
+}
+
+// quoted is s as an RFC 7235 quoted-string: quotes and backslashes
+// escaped, control characters (which no quoted-string may hold) dropped.
+func quoted(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < ' ' || c == 0x7f:
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
 }
 
 // MintToken signs a token the way Superdesk's auth server issues them

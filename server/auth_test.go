@@ -89,50 +89,51 @@ func TestVerify(t *testing.T) {
 		opts     func(*AuthOptions)
 		ok       bool
 		wantScop []string
+		desc     string // the 401's error_description
 	}{
 		{name: "valid", token: good, ok: true, wantScop: []string{"ARCHIVE_READ"}},
-		{name: "words after the token", token: good + " extra"},
-		{name: "wrong secret", token: sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), validClaims([]string{"ARCHIVE_READ"}))},
-		{name: "alg none", token: noneTok},
-		{name: "HS512", token: sign(t, jwt.SigningMethodHS512, testSecret, validClaims([]string{"ARCHIVE_READ"}))},
-		{name: "RS256", token: sign(t, jwt.SigningMethodRS256, rsaKey, validClaims([]string{"ARCHIVE_READ"}))},
-		{name: "expired", token: withClaims(func(c jwt.MapClaims) { c["exp"] = testNow.Add(-time.Second).Unix() })},
+		{name: "words after the token", desc: "the Authorization header has words after the token", token: good + " extra"},
+		{name: "wrong secret", desc: "the token's signature is invalid", token: sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "alg none", desc: "the token's signature is invalid", token: noneTok},
+		{name: "HS512", desc: "the token's signature is invalid", token: sign(t, jwt.SigningMethodHS512, testSecret, validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "RS256", desc: "the token's signature is invalid", token: sign(t, jwt.SigningMethodRS256, rsaKey, validClaims([]string{"ARCHIVE_READ"}))},
+		{name: "expired", desc: "the token has expired", token: withClaims(func(c jwt.MapClaims) { c["exp"] = testNow.Add(-time.Second).Unix() })},
 		{name: "expired within leeway", token: withClaims(func(c jwt.MapClaims) { c["exp"] = testNow.Add(-30 * time.Second).Unix() }),
 			opts: func(o *AuthOptions) { o.Leeway = time.Minute }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
-		{name: "no exp", token: withClaims(func(c jwt.MapClaims) { delete(c, "exp") })},
-		{name: "string exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })},
+		{name: "no exp", desc: "the token has no expiry", token: withClaims(func(c jwt.MapClaims) { delete(c, "exp") })},
+		{name: "string exp", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "tomorrow" })},
 		// RFC 7519 NumericDate is a JSON number; the JWT library alone
 		// takes a numeric string.
-		{name: "numeric string exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "4102444800" })},
-		{name: "numeric string nbf", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = "1000000000" })},
-		{name: "numeric string iat", token: withClaims(func(c jwt.MapClaims) { c["iat"] = "1000000000" })},
-		{name: "null iat", token: withClaims(func(c jwt.MapClaims) { c["iat"] = nil })},
-		{name: "boolean nbf", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = true })},
+		{name: "numeric string exp", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["exp"] = "4102444800" })},
+		{name: "numeric string nbf", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = "1000000000" })},
+		{name: "numeric string iat", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["iat"] = "1000000000" })},
+		{name: "null iat", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["iat"] = nil })},
+		{name: "boolean nbf", desc: "the token is malformed", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = true })},
 		{name: "fractional exp", token: withClaims(func(c jwt.MapClaims) { c["exp"] = float64(testNow.Add(time.Hour).Unix()) + 0.5 }),
 			ok: true, wantScop: []string{"ARCHIVE_READ"}},
-		{name: "payload not an object", token: func() string {
+		{name: "payload not an object", desc: "the token is malformed", token: func() string {
 			header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 			payload := base64.RawURLEncoding.EncodeToString([]byte(`[1]`))
 			sig, _ := jwt.SigningMethodHS256.Sign(header+"."+payload, testSecret)
 			return header + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
 		}()},
-		{name: "nbf in future", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(time.Hour).Unix() })},
+		{name: "nbf in future", desc: "the token is not valid yet", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(time.Hour).Unix() })},
 		{name: "nbf past", token: withClaims(func(c jwt.MapClaims) { c["nbf"] = testNow.Add(-time.Hour).Unix() }), ok: true, wantScop: []string{"ARCHIVE_READ"}},
-		{name: "aud without audience configured", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "prodapi" })},
+		{name: "aud without audience configured", desc: "the token is for another audience", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "prodapi" })},
 		{name: "aud names us", token: withClaims(func(c jwt.MapClaims) { c["aud"] = []string{"x", "prodapi"} }),
 			opts: func(o *AuthOptions) { o.Audience = "prodapi" }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
-		{name: "aud names another", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "other" }),
+		{name: "aud names another", desc: "the token is for another audience", token: withClaims(func(c jwt.MapClaims) { c["aud"] = "other" }),
 			opts: func(o *AuthOptions) { o.Audience = "prodapi" }},
 		{name: "scope string", token: withClaims(func(c jwt.MapClaims) { c["scope"] = "ARCHIVE_READ DESKS_READ" }), ok: true,
 			wantScop: []string{"ARCHIVE_READ", "DESKS_READ"}},
-		{name: "scope object", token: withClaims(func(c jwt.MapClaims) { c["scope"] = map[string]any{"ARCHIVE_READ": true} })},
-		{name: "scope number", token: withClaims(func(c jwt.MapClaims) { c["scope"] = 1 })},
-		{name: "scope list of mixed", token: withClaims(func(c jwt.MapClaims) { c["scope"] = []any{"ARCHIVE_READ", 1} })},
+		{name: "scope object", desc: "the token's scope claim is malformed", token: withClaims(func(c jwt.MapClaims) { c["scope"] = map[string]any{"ARCHIVE_READ": true} })},
+		{name: "scope number", desc: "the token's scope claim is malformed", token: withClaims(func(c jwt.MapClaims) { c["scope"] = 1 })},
+		{name: "scope list of mixed", desc: "the token's scope claim is malformed", token: withClaims(func(c jwt.MapClaims) { c["scope"] = []any{"ARCHIVE_READ", 1} })},
 		{name: "scope missing", token: withClaims(func(c jwt.MapClaims) { delete(c, "scope") }), ok: true},
-		{name: "duplicate claim", token: dupPayload},
-		{name: "garbage", token: "not.a.token"},
-		{name: "two segments", token: "abc.def"},
-		{name: "no secret", token: good, opts: func(o *AuthOptions) { o.Secret = nil }},
+		{name: "duplicate claim", desc: "the token is malformed", token: dupPayload},
+		{name: "garbage", desc: "the token is malformed", token: "not.a.token"},
+		{name: "two segments", desc: "the token is malformed", token: "abc.def"},
+		{name: "no secret", desc: "the token cannot be verified", token: good, opts: func(o *AuthOptions) { o.Secret = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }}
@@ -148,6 +149,12 @@ func TestVerify(t *testing.T) {
 			}
 			if tc.ok && strings.Join(c.Scopes, " ") != strings.Join(tc.wantScop, " ") {
 				t.Errorf("scopes = %v, want %v", c.Scopes, tc.wantScop)
+			}
+			if !tc.ok {
+				want := `Bearer realm="prodapi", error="invalid_token", error_description="` + tc.desc + `"`
+				if got := challenge(err); got != want {
+					t.Errorf("challenge(%v) = %s, want %s", err, got, want)
+				}
 			}
 		})
 	}
@@ -217,5 +224,66 @@ func TestMintToken(t *testing.T) {
 	}
 	if _, err := MintToken(nil, "c", nil, time.Hour, testNow); err == nil {
 		t.Error("MintToken without a secret succeeded")
+	}
+}
+
+// RFC 6750 on 401 and 403: the realm alone without a token; with a
+// refused one, invalid_token and why; with too narrow a scope,
+// insufficient_scope and the scope needed. The bodies stay the
+// original's, and the token never comes back.
+func TestAuthChallenges(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{"_items":[]}`), nil))
+	expired, err := MintToken(testSecret, "test-client", []string{"ARCHIVE_READ"}, time.Hour, testNow.Add(-2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), validClaims([]string{"ARCHIVE_READ"}))
+	const invalid = `Bearer realm="prodapi", error="invalid_token", error_description=`
+	for _, tc := range []struct {
+		name, target, auth string
+		status             int
+		body, challenge    string
+	}{
+		{"no header", "/prodapi/v1/items", "", 401, body401, `Bearer realm="prodapi"`},
+		{"a scheme without a token", "/prodapi/v1/items", "Bearer", 401, body401, `Bearer realm="prodapi"`},
+		{"undecodable Basic credentials", "/prodapi/v1/items", "Basic !!!", 401, body401, `Bearer realm="prodapi"`},
+		{"expired", "/prodapi/v1/items", "Bearer " + expired, 401, body401, invalid + `"the token has expired"`},
+		{"bad signature", "/prodapi/v1/items", "Bearer " + forged, 401, body401, invalid + `"the token's signature is invalid"`},
+		{"malformed", "/prodapi/v1/items", "Bearer not.a.token", 401, body401, invalid + `"the token is malformed"`},
+		{"malformed, home", "/prodapi/v1", "Bearer x", 401, body401, invalid + `"the token is malformed"`},
+		{"scope lacking", "/prodapi/v1/items", token(t, "DESKS_READ"), 403, body403,
+			`Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"`},
+		{"scope lacking, detail", "/prodapi/v1/users/x", token(t, "DESKS_READ"), 403, body403,
+			`Bearer realm="prodapi", error="insufficient_scope", scope="USERS_READ"`},
+		{"scope lacking, asset", "/prodapi/v1/assets/x.jpg", token(t, "DESKS_READ"), 403, body403,
+			`Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"`},
+		{"granted", "/prodapi/v1/desks", token(t, "DESKS_READ"), 200, `{"_items":[]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(t, ts, http.MethodGet, tc.target, "Authorization", tc.auth)
+			if res.status != tc.status || res.body != tc.body {
+				t.Errorf("%d %s, want %d %s", res.status, res.body, tc.status, tc.body)
+			}
+			if got := res.header.Values("Www-Authenticate"); strings.Join(got, "|") != tc.challenge {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tc.challenge)
+			}
+			if tok, _ := tokenFrom(tc.auth); tok != "" && strings.Contains(res.header.Get("Www-Authenticate"), tok) {
+				t.Error("the challenge echoes the token")
+			}
+		})
+	}
+}
+
+func TestQuoted(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      `""`,
+		"ARCHIVE_READ":          `"ARCHIVE_READ"`,
+		`say "hi"`:              `"say \"hi\""`,
+		`back\slash`:            `"back\\slash"`,
+		"line\r\nbreak\x00\x7f": `"linebreak"`,
+	} {
+		if got := quoted(in); got != want {
+			t.Errorf("quoted(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -36,6 +36,8 @@ type requestInfo struct {
 	bytes   int64
 	outcome string
 	err     error
+	// clientID is the client_id of the request's verified token.
+	clientID string
 }
 
 // infoOf finds the request's requestInfo under w and the writers that

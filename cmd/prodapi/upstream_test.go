@@ -203,16 +203,17 @@ func TestUpstreamAuth(t *testing.T) {
 	none := bearer(t, upstreamSecret)
 	for _, r := range resources {
 		// test_not_authenticated
-		status, _, body := in.get(t, "/prodapi/v1/"+r, "")
-		if status != 401 || !strings.Contains(string(body), `"_status":"ERR"`) {
-			t.Errorf("%s without a token: %d %s", r, status, body)
+		status, h, body := in.get(t, "/prodapi/v1/"+r, "")
+		if status != 401 || !strings.Contains(string(body), `"_status":"ERR"`) || h.Get("WWW-Authenticate") != `Bearer realm="prodapi"` {
+			t.Errorf("%s without a token: %d %s %v", r, status, body, h)
 		}
 		// test_scopes
 		if status, _, _ := in.get(t, "/prodapi/v1/"+r, all); status != 200 {
 			t.Errorf("%s with every scope: %d", r, status)
 		}
-		if status, _, body := in.get(t, "/prodapi/v1/"+r, none); status != 403 || string(body) != `{"_status":"ERR","_error":{"code":403,"message":"Invalid scope"}}` {
-			t.Errorf("%s with no scope: %d %s", r, status, body)
+		if status, h, body := in.get(t, "/prodapi/v1/"+r, none); status != 403 || string(body) != `{"_status":"ERR","_error":{"code":403,"message":"Invalid scope"}}` ||
+			!strings.HasPrefix(h.Get("WWW-Authenticate"), `Bearer realm="prodapi", error="insufficient_scope", scope="`) {
+			t.Errorf("%s with no scope: %d %s %v", r, status, body, h)
 		}
 	}
 	// test_authenticated and test_scopes_partial
@@ -223,20 +224,23 @@ func TestUpstreamAuth(t *testing.T) {
 	if status, _, _ := in.get(t, "/prodapi/v1/desks", desks); status != 200 {
 		t.Errorf("desks with DESKS_READ: %d", status)
 	}
-	if status, _, _ := in.get(t, "/prodapi/v1/items", desks); status != 403 {
-		t.Errorf("items with DESKS_READ: %d", status)
+	if status, h, _ := in.get(t, "/prodapi/v1/items", desks); status != 403 ||
+		h.Get("WWW-Authenticate") != `Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"` {
+		t.Errorf("items with DESKS_READ: %d %v", status, h)
 	}
 	// test_bad_shared_key
 	other := bearer(t, "7fZOf0VI9T70vU5uNlKLrc5GlabxVgl6", "ARCHIVE_READ")
-	if status, _, body := in.get(t, "/prodapi/v1/items", other); status != 401 || string(body) != `{"_status":"ERR","_error":{"code":401,"message":"Please provide proper credentials"}}` {
-		t.Errorf("token signed with another secret: %d %s", status, body)
+	if status, h, body := in.get(t, "/prodapi/v1/items", other); status != 401 || string(body) != `{"_status":"ERR","_error":{"code":401,"message":"Please provide proper credentials"}}` ||
+		h.Get("WWW-Authenticate") != `Bearer realm="prodapi", error="invalid_token", error_description="the token's signature is invalid"` {
+		t.Errorf("token signed with another secret: %d %s %v", status, body, h)
 	}
 	// test_token_expired, without the sleep: a token whose exp has passed.
 	expired, err := server.MintToken([]byte(upstreamSecret), "e2e", []string{"ARCHIVE_READ"}, time.Second, time.Now().Add(-2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status, _, _ := in.get(t, "/prodapi/v1/items", "Bearer "+expired); status != 401 {
-		t.Errorf("expired token: %d", status)
+	if status, h, _ := in.get(t, "/prodapi/v1/items", "Bearer "+expired); status != 401 ||
+		h.Get("WWW-Authenticate") != `Bearer realm="prodapi", error="invalid_token", error_description="the token has expired"` {
+		t.Errorf("expired token: %d %v", status, h)
 	}
 }
