@@ -64,7 +64,12 @@ type Config struct {
 	// line for (PRODAPI_ACCESS_LOG_HITS): 1 every hit, 0.01 one in a
 	// hundred, 0 none. Every other request is always logged.
 	AccessLogHits float64
-	Testing       bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+	// TrustedProxyHeader names the header the proxy in front writes the
+	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER); the access log
+	// names the client by its right-most address. Empty: by the TCP
+	// peer, and no header is believed.
+	TrustedProxyHeader string
+	Testing            bool // SUPERDESK_TESTING: accepted for compatibility; no effect
 
 	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
 	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
@@ -217,6 +222,9 @@ var ResourceNames = []string{"items", "desks", "assignments", "events", "events_
 
 var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*$`)
 
+// headerNamePattern is an HTTP field name (RFC 9110 token).
+var headerNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
 // Load reads the configuration through getenv and validates it, returning
 // every problem at once. It does not look for unknown variables: LoadFrom
 // does, given their names.
@@ -237,12 +245,13 @@ func LoadFrom(e Env) (Config, error) {
 		URLPrefix: strings.Trim(cmp.Or(getenv("PRODAPI_URL_PREFIX"), defaultURLPrefix), "/"),
 		Secret:    Secret(getenv("AUTH_SERVER_SHARED_SECRET")),
 
-		AuthEnabled:   p.bool("PRODAPI_AUTH_ENABLED", true),
-		AuthLeeway:    p.duration("AUTH_LEEWAY", 0),
-		Audience:      getenv("PRODAPI_AUDIENCE"),
-		Debug:         p.bool("DEBUG", false),
-		AccessLogHits: p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
-		Testing:       p.bool("SUPERDESK_TESTING", false),
+		AuthEnabled:        p.bool("PRODAPI_AUTH_ENABLED", true),
+		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
+		Audience:           getenv("PRODAPI_AUDIENCE"),
+		Debug:              p.bool("DEBUG", false),
+		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
+		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),
+		Testing:            p.bool("SUPERDESK_TESTING", false),
 
 		Sandbox:        getenv("PRODAPI_SANDBOX"),
 		SandboxLatency: p.duration("PRODAPI_SANDBOX_LATENCY", 0),
@@ -281,6 +290,9 @@ func LoadFrom(e Env) (Config, error) {
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)
+	}
+	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
+		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
 	}
 	if !prefixPattern.MatchString(c.URLPrefix) {
 		p.errorf("PRODAPI_URL_PREFIX %q must be path segments of letters, digits and -._~", c.URLPrefix)

@@ -103,7 +103,7 @@ func TestOverrides(t *testing.T) {
 		"PORT", "8080", "PRODAPI_URL_PREFIX", "/api/", "PRODAPI_URL", "https://news.example/",
 		"PRODAPI_AUTH_ENABLED", "Off", "PRODAPI_CACHE_TTL", "30", "PRODAPI_CACHE_TTL_ITEMS", "5s",
 		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
-		"PRODAPI_MAX_CONNS", "100",
+		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +116,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.MaxConns != 100 {
 		t.Errorf("MaxConns %d, want 100", c.MaxConns)
+	}
+	if c.TrustedProxyHeader != "x-forwarded-for" {
+		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
 	}
 	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second || c.Cache.LocalBytes != -1 {
 		t.Errorf("subfolder %q leeway %v", c.ObjStore.Subfolder, c.AuthLeeway)
@@ -132,12 +135,14 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"MONGO_URI", "postgres://x", "ELASTICSEARCH_URL", "localhost:9200", "REDIS_URL", "memcache://x",
 		"AUTH_LEEWAY", "5m", "PRODAPI_CACHE_STALE", "-1s", "PRODAPI_URL_PREFIX", "a b",
 		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m", "PRODAPI_MAX_CONNS", "0",
+		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4",
 	))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
-		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS"} {
+		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
+		"PRODAPI_TRUSTED_PROXY_HEADER"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

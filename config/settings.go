@@ -46,6 +46,7 @@ var settings = []Setting{
 	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {
 		return strconv.FormatFloat(c.AccessLogHits, 'g', -1, 64)
 	}},
+	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP); the access log's client_ip is its right-most address; unset: the TCP peer's, no header believed", Value: func(c Config) string { return c.TrustedProxyHeader }},
 	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
 	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
 	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},

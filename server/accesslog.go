@@ -2,13 +2,20 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -26,6 +33,88 @@ type accessLine struct {
 	id       string
 	outcome  string
 	err      error
+
+	// Who asked, and in which trace: each is left out of the line when
+	// zero (no tracing, no verified token, no address, no User-Agent).
+	traceID   trace.TraceID
+	spanID    trace.SpanID
+	clientID  string     // the verified token's client_id
+	clientIP  netip.Addr // the client's address (Server.clientIP)
+	userAgent string     // as sent; log cuts it to maxUserAgent
+}
+
+// maxUserAgent bounds the User-Agent an access line carries, in bytes
+// before JSON escaping: enough for any real client's, and a client
+// cannot make lines of its choosing size.
+const maxUserAgent = 256
+
+// clientIP is the address the access log names the client by. Without a
+// trusted proxy header it is the TCP peer's: a client cannot choose it.
+// With one (Options.TrustedProxyHeader) it is the right-most address in
+// that header, the one the proxy in front of the service wrote, and the
+// peer's when the header holds no address (absent, "unknown", garbage).
+// Forwarded (RFC 7239) is read for the for= of its last element; any
+// other header as a comma-separated list (X-Forwarded-For, X-Real-IP).
+func (s *Server) clientIP(r *http.Request) netip.Addr {
+	if s.proxyHeader != "" {
+		if v := r.Header[s.proxyHeader]; len(v) > 0 {
+			if a, ok := forwardedAddr(v[len(v)-1], s.proxyHeader == "Forwarded"); ok {
+				return a
+			}
+		}
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// forwardedAddr is the right-most address of a proxy header's value.
+func forwardedAddr(v string, rfc7239 bool) (netip.Addr, bool) {
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	if rfc7239 {
+		found := false
+		for pair := range strings.SplitSeq(v, ";") {
+			name, value, _ := strings.Cut(strings.TrimSpace(pair), "=")
+			if strings.EqualFold(name, "for") {
+				v, found = value, true
+				break
+			}
+		}
+		if !found {
+			return netip.Addr{}, false
+		}
+	}
+	v = strings.Trim(strings.TrimSpace(v), `"`)
+	var a netip.Addr
+	var err error
+	// An address alone, or with a port ("192.0.2.1:443", "[2001:db8::1]:443"):
+	// chosen by shape, as a failed parse costs an allocation.
+	if strings.HasPrefix(v, "[") || strings.Count(v, ":") == 1 {
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(v)
+		a = ap.Addr()
+	} else {
+		a, err = netip.ParseAddr(v)
+	}
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true // a zone names an interface of the proxy's
+}
+
+// truncateUTF8 cuts s to at most n bytes, at the start of a rune.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // accessLogger writes access lines. With a writer, it encodes each line
@@ -68,6 +157,7 @@ func (s *sampler) pick() bool {
 }
 
 func (a *accessLogger) log(ctx context.Context, r accessLine) {
+	r.userAgent = truncateUTF8(r.userAgent, maxUserAgent)
 	if a.w == nil {
 		attrs := [...]slog.Attr{
 			slog.String("method", r.method),
@@ -77,16 +167,31 @@ func (a *accessLogger) log(ctx context.Context, r accessLine) {
 			slog.Int64("bytes", r.bytes),
 			slog.Int64("duration_us", r.duration.Microseconds()),
 			slog.String("request_id", r.id),
-			{}, {},
+			{}, {}, {}, {}, {}, {}, {},
 		}
 		n := 7
-		if r.outcome != "" {
-			attrs[n] = slog.String("cache", r.outcome)
+		add := func(attr slog.Attr) {
+			attrs[n] = attr
 			n++
 		}
+		if r.traceID.IsValid() {
+			add(slog.String("trace_id", r.traceID.String()))
+			add(slog.String("span_id", r.spanID.String()))
+		}
+		if r.clientID != "" {
+			add(slog.String("client_id", r.clientID))
+		}
+		if r.clientIP.IsValid() {
+			add(slog.String("client_ip", r.clientIP.String()))
+		}
+		if r.userAgent != "" {
+			add(slog.String("user_agent", r.userAgent))
+		}
+		if r.outcome != "" {
+			add(slog.String("cache", r.outcome))
+		}
 		if r.err != nil {
-			attrs[n] = errAttr(r.err)
-			n++
+			add(errAttr(r.err))
 		}
 		a.logger.LogAttrs(ctx, r.level, "request", attrs[:n]...)
 		return
@@ -114,6 +219,30 @@ func (a *accessLogger) log(ctx context.Context, r accessLine) {
 	b = strconv.AppendInt(b, r.duration.Microseconds(), 10)
 	b = append(b, `,"request_id":`...)
 	b = codec.AppendJSONString(b, r.id)
+	if r.traceID.IsValid() {
+		b = append(b, `,"trace_id":"`...)
+		b = hex.AppendEncode(b, r.traceID[:])
+		b = append(b, `","span_id":"`...)
+		b = hex.AppendEncode(b, r.spanID[:])
+		b = append(b, '"')
+	}
+	if r.clientID != "" {
+		b = append(b, `,"client_id":`...)
+		b = codec.AppendJSONString(b, r.clientID)
+	}
+	if r.clientIP.IsValid() {
+		b = append(b, `,"client_ip":`...)
+		if r.clientIP.Zone() == "" { // hex digits, dots and colons: nothing to escape
+			b = append(b, '"')
+			b = append(r.clientIP.AppendTo(b), '"')
+		} else {
+			b = codec.AppendJSONString(b, r.clientIP.String())
+		}
+	}
+	if r.userAgent != "" {
+		b = append(b, `,"user_agent":`...)
+		b = codec.AppendJSONString(b, r.userAgent)
+	}
 	if r.outcome != "" {
 		b = append(b, `,"cache":`...)
 		b = codec.AppendJSONString(b, r.outcome)

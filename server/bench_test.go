@@ -98,6 +98,7 @@ func BenchmarkHitAllocs(b *testing.B) {
 			r := httptest.NewRequest(http.MethodGet, tc.target, nil)
 			r.Header.Set("Authorization", tok)
 			r.Header.Set("Accept-Encoding", "gzip")
+			r.Header.Set("User-Agent", benchUserAgent) // the access line carries it
 			w := &discardWriter{h: http.Header{}}
 			h.ServeHTTP(w, r) // the miss that fills the cache
 			if got := w.h.Get("Cache-Status"); got == "" {
@@ -115,10 +116,13 @@ func BenchmarkHitAllocs(b *testing.B) {
 	}
 }
 
+// benchUserAgent is a client's User-Agent of a usual length.
+const benchUserAgent = "superdesk-publisher/2.7 (+https://publisher.example/bot) python-requests/2.32.3"
+
 // hitHandler is the server's handler over the real cache (in-process
 // tier only, an hour's TTL) and a loader answering a 1.4 KB body, with a
-// token that has every scope.
-func hitHandler(tb testing.TB) (http.Handler, string) {
+// token that has every scope; edits change the options.
+func hitHandler(tb testing.TB, edit ...func(*Options)) (http.Handler, string) {
 	body := bytes.Repeat([]byte(`{"_id":"x","headline":"a headline"},`), 40)
 	tok, err := MintToken(testSecret, "bench", sources.AllScopes, time.Hour, time.Now())
 	if err != nil {
@@ -134,6 +138,9 @@ func hitHandler(tb testing.TB) (http.Handler, string) {
 	})
 	c := cache.New(nil, loader, cache.Options{TTL: func(string, bool) time.Duration { return time.Hour }})
 	tb.Cleanup(func() { c.Close(context.Background()) })
-	s := New(c, Options{Auth: AuthOptions{Enabled: true, Secret: testSecret}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
-	return s.Handler(), "Bearer " + tok
+	opts := Options{Auth: AuthOptions{Enabled: true, Secret: testSecret}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard}
+	for _, e := range edit {
+		e(&opts)
+	}
+	return New(c, opts).Handler(), "Bearer " + tok
 }

@@ -157,8 +157,10 @@ func saneID(id string) bool {
 
 // accessLog writes one structured line per request: method, route
 // pattern, status, bytes, duration in microseconds, cache outcome,
-// request id, and the error the request was answered with. Never headers
-// (tokens) or query strings. 5xx are errors, everything else info.
+// request id, the error the request was answered with, and who asked:
+// the trace and span (when tracing), the token's client_id, the client's
+// address and its User-Agent (truncated). Never a token, another header
+// or a query string. 5xx are errors, everything else info.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inFlight.Inc()
@@ -175,7 +177,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		}
 		s.durations.count(route, status)
 		obs := s.durations.observer(route, info.outcome, status)
-		if sc := s.sampledSpan(r); sc.IsSampled() {
+		sc := s.sampledSpan(r)
+		if sc.IsSampled() {
 			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
 		} else {
 			obs.Observe(d.Seconds())
@@ -189,7 +192,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			level = slog.LevelError
 		}
 		s.access.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
-			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err})
+			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err,
+			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: s.clientIP(r),
+			userAgent: header(r.Header, "User-Agent")})
 	})
 }
 

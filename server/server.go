@@ -46,7 +46,13 @@ type Options struct {
 	// line for (one in round(1/share)); nil writes every hit, 0 none.
 	// Every other request is always logged.
 	AccessLogHits *float64
-	Now           func() time.Time
+	// TrustedProxyHeader names the header the proxy in front of the
+	// service writes the client's address in (X-Forwarded-For,
+	// Forwarded, X-Real-IP...); the access log's client_ip is then the
+	// right-most address in it. Empty: the TCP peer's address, and no
+	// header is believed.
+	TrustedProxyHeader string
+	Now                func() time.Time
 	// Tracer, when set, gives every request a server span that honours
 	// the client's W3C traceparent, and exemplars to the request-duration
 	// histogram. Nil: no tracing, at no cost.
@@ -75,6 +81,9 @@ type Server struct {
 	clocked bool // Options.Now or AuthOptions.Now was given: read it, not the request's start
 	prefix  string
 	baseURL string
+	// proxyHeader is Options.TrustedProxyHeader in canonical form; "":
+	// none.
+	proxyHeader string
 
 	home, homeETag []byte
 	ids            *requestIDs
@@ -103,6 +112,9 @@ func New(load render.Loader, opts Options) *Server {
 		now:     opts.Now,
 		prefix:  "/" + strings.Trim(opts.Prefix, "/") + "/v1",
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
+	}
+	if opts.TrustedProxyHeader != "" {
+		s.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
 	}
 	if s.baseURL == "" {
 		s.baseURL = "http://localhost:5500"

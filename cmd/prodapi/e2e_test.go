@@ -279,11 +279,15 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// Logs: one JSON line per request, never a token.
+// Logs: one JSON line per request, naming the client by its token's
+// client_id, its address (the TCP peer's: without
+// PRODAPI_TRUSTED_PROXY_HEADER no header is believed) and its
+// User-Agent; never a token.
 func TestAccessLog(t *testing.T) {
 	in := start(t)
 	tok := bearer(t, devSecret, sources.AllScopes...)
-	in.get(t, "/prodapi/v1/items?max_results=1", tok)
+	request(t, http.MethodGet, in.base+"/prodapi/v1/items?max_results=1", "Authorization", tok,
+		"X-Forwarded-For", "203.0.113.9", "User-Agent", "newsroom-app/1.0")
 	in.get(t, "/prodapi/v1/desks/nope", tok)
 	in.get(t, "/prodapi/v1/users", "Bearer garbage")
 	// Logs are buffered (flushed every 100ms); stopping flushes them all.
@@ -314,6 +318,13 @@ func TestAccessLog(t *testing.T) {
 	}
 	if requests[0]["cache"] != "miss" {
 		t.Errorf("first items request: cache %v, want miss", requests[0]["cache"])
+	}
+	if requests[0]["client_id"] != "e2e" || requests[0]["client_ip"] != "127.0.0.1" || requests[0]["user_agent"] != "newsroom-app/1.0" {
+		t.Errorf("first items request: client_id %v, client_ip %v, user_agent %v; want e2e, 127.0.0.1, newsroom-app/1.0",
+			requests[0]["client_id"], requests[0]["client_ip"], requests[0]["user_agent"])
+	}
+	if id, ok := requests[2]["client_id"]; ok {
+		t.Errorf("a refused token named client %v", id)
 	}
 	if strings.Contains(in.stderr.String(), strings.TrimPrefix(tok, "Bearer ")) || strings.Contains(in.stderr.String(), devSecret) {
 		t.Error("a token or the secret reached the log")

@@ -236,13 +236,14 @@ func serve(ctx context.Context, e env, args []string) error {
 		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
 			Audience: cfg.Audience},
-		Assets:        assets,
-		Checks:        checks,
-		Metrics:       registry,
-		Logger:        logger,
-		AccessLog:     logs,
-		AccessLogHits: &cfg.AccessLogHits,
-		Tracer:        tracer,
+		Assets:             assets,
+		Checks:             checks,
+		Metrics:            registry,
+		Logger:             logger,
+		AccessLog:          logs,
+		AccessLogHits:      &cfg.AccessLogHits,
+		TrustedProxyHeader: cfg.TrustedProxyHeader,
+		Tracer:             tracer,
 	})
 
 	ln, err := net.Listen("tcp", *addr)

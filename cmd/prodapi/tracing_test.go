@@ -219,3 +219,45 @@ func TestSandboxTraceOnConsole(t *testing.T) {
 	}
 	t.Fatalf("no trace of the request in:\n%s", in.stdout)
 }
+
+// With tracing on, the access line of a request names its trace and the
+// request span; behind a trusted proxy, the client address is the
+// right-most of the header the operator named.
+func TestAccessLogCorrelates(t *testing.T) {
+	in := start(t, "OTEL_TRACES_EXPORTER", "console", "PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For")
+	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	status, _, body := request(t, http.MethodGet, in.base+"/prodapi/v1/items", "Authorization", bearer(t, devSecret, sources.AllScopes...),
+		"Traceparent", "00-"+clientTrace+"-00f067aa0ba902b7-01", "X-Forwarded-For", "203.0.113.9, 198.51.100.7")
+	if status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	if err := in.stop(); err != nil { // flushes the log and the spans
+		t.Fatal(err)
+	}
+	var line map[string]any
+	for l := range strings.Lines(in.stderr.String()) {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+			line = m
+		}
+	}
+	var span *consoleSpan
+	sc := bufio.NewScanner(strings.NewReader(in.stdout.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var s consoleSpan
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.Name == "GET /prodapi/v1/items" {
+			span = &s
+		}
+	}
+	if line == nil || span == nil {
+		t.Fatalf("no access line or no request span:\n%s\n%s", in.stderr, in.stdout)
+	}
+	if line["trace_id"] != clientTrace || span.SpanContext.TraceID != clientTrace || line["span_id"] != span.SpanContext.SpanID {
+		t.Errorf("access line trace %v span %v; the request span is %s %s", line["trace_id"], line["span_id"],
+			span.SpanContext.TraceID, span.SpanContext.SpanID)
+	}
+	if line["client_ip"] != "198.51.100.7" || line["client_id"] != "e2e" {
+		t.Errorf("client_ip %v client_id %v, want 198.51.100.7 and e2e", line["client_ip"], line["client_id"])
+	}
+}
