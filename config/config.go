@@ -99,6 +99,11 @@ type Config struct {
 	MaxConns int
 
 	Tracing Tracing
+
+	// Warnings are what LoadFrom found suspicious but not wrong enough to
+	// stop the start (a variable that looks like a misspelt setting), one
+	// sentence each, for the start-up log.
+	Warnings []string
 }
 
 // ObjStore configures S3-compatible object storage for media. It is used
@@ -232,7 +237,8 @@ func Load(getenv func(string) string) (Config, error) { return LoadFrom(Env{Gete
 
 // LoadFrom reads the configuration from e and validates it, returning
 // every problem at once: bad values, settings that contradict each other
-// and, given e.Names, unknown PRODAPI_ variables.
+// and, given e.Names, unknown PRODAPI_ variables. Given e.Names, it also
+// warns of other variables that look like misspelt settings.
 func LoadFrom(e Env) (Config, error) {
 	getenv := e.Getenv
 	resources := e.Resources
@@ -330,7 +336,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	p.contradictions(c)
 	if e.Names != nil {
-		p.unknown(e.Names, resources)
+		known := knownNames(resources)
+		p.unknown(e.Names, known, resources)
+		c.Warnings = p.typos(e.Names, known)
 	}
 	return c, errors.Join(p.errs...)
 }

@@ -6,7 +6,13 @@
 // with each one's default and `prodapi config` with each one's effective
 // value; the README explains them. LoadFrom refuses a PRODAPI_ variable
 // that is not in the table (with a "did you mean" when one is near) and
-// settings that contradict each other.
+// settings that contradict each other. Another variable one edit from a
+// setting's name (a swap of two letters is one edit), or the name in
+// another case, gets a "did you mean" warning (Config.Warnings), not a
+// refusal: it may be another program's. Neither check judges Kubernetes'
+// service links (<SERVICE>_SERVICE_HOST, <SERVICE>_PORT=tcp://...) or
+// the variables Superdesk reads (superdesk.go), so prodapi can share a
+// pod's or a Superdesk deployment's environment.
 //
 // Durations take Go syntax (10s, 5m) or a number of seconds.
 package config

@@ -13,8 +13,9 @@ import (
 // A Setting is one environment variable the service reads. The table of
 // them, Settings, is the one list: `prodapi help` prints it, `prodapi
 // config` and the start-up log print each one's effective value, and
-// LoadFrom refuses a PRODAPI_ variable that is not in it. A test checks
-// that Load reads exactly these variables.
+// LoadFrom refuses a PRODAPI_ variable that is not in it (and warns of
+// others that look like its names misspelt). A test checks that Load
+// reads exactly these variables.
 type Setting struct {
 	Name string // the variable; a per-resource family ends in _<RESOURCE>
 	Help string // one line
@@ -110,16 +111,17 @@ var testPrefixes = []string{"PRODAPI_TEST_", "PRODAPI_INTEGRATION", "PRODAPI_REQ
 type Env struct {
 	Getenv func(string) string
 	// Names are the names of the variables set (os.Environ's keys). A
-	// PRODAPI_ one that is no setting stops the start. Nil skips the check.
+	// PRODAPI_ one that is no setting stops the start; another that looks
+	// like a misspelt setting is a warning (Config.Warnings). Nil skips
+	// both checks.
 	Names []string
 	// Resources are the resources taking a PRODAPI_CACHE_TTL_<RESOURCE>
 	// (sources.Resources' names); nil means ResourceNames.
 	Resources []string
 }
 
-// unknown reports each set PRODAPI_ variable that is no setting, with the
-// nearest setting's name when one is near enough to be a typo.
-func (p *parser) unknown(names, resources []string) {
+// knownNames are the variables read, per-resource ones included.
+func knownNames(resources []string) map[string]bool {
 	known := map[string]bool{}
 	for _, s := range settings {
 		if !s.PerResource {
@@ -130,9 +132,18 @@ func (p *parser) unknown(names, resources []string) {
 			known[perResourcePrefix+strings.ToUpper(r)] = true
 		}
 	}
+	return known
+}
+
+// unknown reports each set PRODAPI_ variable that is no setting, with the
+// nearest setting's name when one is near enough to be a typo. Those of
+// Superdesk (PRODAPI_SECRET_KEY, read by the original, unused here) and
+// of Kubernetes (a service named prodapi) are not ours to refuse.
+func (p *parser) unknown(names []string, known map[string]bool, resources []string) {
 	candidates := slices.Sorted(maps.Keys(known))
 	for _, name := range slices.Sorted(slices.Values(names)) {
-		if !strings.HasPrefix(name, "PRODAPI_") || known[name] || slices.ContainsFunc(testPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		if !strings.HasPrefix(name, "PRODAPI_") || known[name] || slices.ContainsFunc(testPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) ||
+			p.otherProgram(name) {
 			continue
 		}
 		msg := fmt.Sprintf("%s is not a setting", name)
@@ -159,15 +170,18 @@ func nearest(name string, candidates []string) (string, bool) {
 	return best, best != ""
 }
 
-// editDistance is the Levenshtein distance between a and b, in bytes
-// (setting names are ASCII).
+// editDistance is the number of edits from a to b, in bytes (setting
+// names are ASCII), counting a swap of two neighbours as one edit, the
+// commonest typo (the optimal string alignment distance: the Levenshtein
+// distance plus transpositions, no substring edited twice).
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	// Three rows of the table: i-2, i-1 and i.
+	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
+	for j := range rows[1] {
+		rows[1][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
+		before, prev, cur := rows[0], rows[1], rows[2]
 		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
@@ -175,10 +189,13 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], before[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		rows = [3][]int{prev, cur, before}
 	}
-	return prev[len(b)]
+	return rows[1][len(b)]
 }
 
 // contradictions reports settings that are each valid but cannot hold

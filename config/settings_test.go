@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The table is the one list of variables: Load reads exactly the
@@ -149,5 +151,134 @@ func TestDurationFormat(t *testing.T) {
 		if got := Duration(d); got != want {
 			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "abc", 3},
+		{"REDIS_URL", "REDIS_URL", 0},
+		{"REDIS_ULR", "REDIS_URL", 1}, // a swap is one edit (Levenshtein: two)
+		{"PRODAPI_CAHCE_STALE", "PRODAPI_CACHE_STALE", 1},
+		{"ELASTICSEARCH_URl", "ELASTICSEARCH_URL", 1}, // case counts
+		{"MONGO_UR", "MONGO_URI", 1},
+		{"MONGO_URIS", "MONGO_URI", 1},
+		{"MONGO_URL", "MONGO_URI", 1},
+		{"kitten", "sitting", 3},
+		{"CA", "ABC", 3}, // optimal string alignment: no substring is edited twice
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := editDistance(tc.b, tc.a); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
+
+// loadNames loads with the variables of env set, and the names of names
+// set too (empty: a set variable's value does not matter to the checks,
+// but for a service link's).
+func loadNames(env map[string]string, names ...string) (Config, error) {
+	all := append(slices.Collect(maps.Keys(env)), names...)
+	return LoadFrom(Env{Getenv: func(k string) string { return env[k] }, Names: all, Resources: ResourceNames})
+}
+
+// A variable one edit from a setting read without the PRODAPI_ prefix, or
+// the setting in another case, is a warning, never a refusal.
+func TestLookAlikesWarn(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"REDIS_ULR", "REDIS_ULR is not a setting and is ignored: did you mean REDIS_URL?"},
+		{"ELASTICSEARCH_URl", "did you mean ELASTICSEARCH_URL?"},
+		{"ELASTICSEARCH_INDX", "did you mean ELASTICSEARCH_INDEX?"},
+		{"MONOG_URI", "did you mean MONGO_URI?"},
+		{"MONGO_URL", "did you mean MONGO_URI?"},
+		{"AUTH_SERVER_SHARED_SECRT", "did you mean AUTH_SERVER_SHARED_SECRET?"},
+		{"AUTH_LEWAY", "did you mean AUTH_LEEWAY?"},
+		{"OBJSTORE_REGOIN", "did you mean OBJSTORE_REGION?"},
+		{"OBJSTORE_CONTAINER_NAMES", "did you mean OBJSTORE_CONTAINER_NAME?"},
+		{"MEDIA_PREFX", "did you mean MEDIA_PREFIX?"},
+		{"DEBUF", "did you mean DEBUG?"},
+		{"debug", "did you mean DEBUG?"},
+		{"redis_url", "did you mean REDIS_URL?"}, // another case, however many letters
+		{"Mongo_Uri", "did you mean MONGO_URI?"},
+		{"OTEL_TRACES_EXPORTERS", "did you mean OTEL_TRACES_EXPORTER?"},
+		{"PRODAPI_URl", ""}, // PRODAPI_: refused, below
+		{"PRODAPIURL", "did you mean PRODAPI_URL?"},
+		{"prodapi_url", "did you mean PRODAPI_URL?"},
+		// Not one edit, or too short to judge.
+		{"PORTS", ""},
+		{"SORT", ""},
+		{"ELASTIC_URL", ""},
+		{"REDIS_HOST", ""},
+		{"MONGO_DBNAME", ""},
+		{"HOSTNAME", ""},
+		{"PATH", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadNames(map[string]string{"AUTH_SERVER_SHARED_SECRET": secret}, tc.name)
+			if strings.HasPrefix(tc.name, "PRODAPI_") {
+				if err == nil {
+					t.Errorf("%s: not refused", tc.name)
+				}
+			} else if err != nil {
+				t.Errorf("%s refused: %v", tc.name, err)
+			}
+			got := strings.Join(c.Warnings, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("warnings %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// Each look-alike its own warning, in a stable order.
+	c, _ := loadNames(map[string]string{"AUTH_SERVER_SHARED_SECRET": secret}, "REDIS_ULR", "DEBUF", "MONGO_URL")
+	if diff := cmp.Diff([]string{
+		"DEBUF is not a setting and is ignored: did you mean DEBUG?",
+		"MONGO_URL is not a setting and is ignored: did you mean MONGO_URI?",
+		"REDIS_ULR is not a setting and is ignored: did you mean REDIS_URL?",
+	}, c.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
+
+// A pod's environment, with Kubernetes' links to every service of its
+// namespace (prodapi's own, Redis, Elasticsearch, MongoDB...), and the
+// environment of a Superdesk deployment, are neither refused nor warned
+// about.
+func TestPodAndSuperdeskEnvironmentsAreQuiet(t *testing.T) {
+	env := map[string]string{"AUTH_SERVER_SHARED_SECRET": secret, "HOME": "/home/nonroot", "HOSTNAME": "prodapi-7d9f8-x2x",
+		"PATH": "/usr/bin:/bin", "GOMEMLIMIT": "900MiB", "TZ": "UTC"}
+	links := func(service, ip, port, name string) {
+		env[service+"_SERVICE_HOST"] = ip
+		env[service+"_SERVICE_PORT"] = port
+		env[service+"_SERVICE_PORT_"+name] = port
+		env[service+"_PORT"] = "tcp://" + ip + ":" + port
+		env[service+"_PORT_"+port+"_TCP"] = "tcp://" + ip + ":" + port
+		env[service+"_PORT_"+port+"_TCP_PROTO"] = "tcp"
+		env[service+"_PORT_"+port+"_TCP_PORT"] = port
+		env[service+"_PORT_"+port+"_TCP_ADDR"] = ip
+	}
+	links("KUBERNETES", "10.96.0.1", "443", "HTTPS")
+	links("PRODAPI", "10.96.0.10", "5500", "HTTP")
+	links("PRODAPI_ADMIN", "10.96.0.11", "5501", "ADMIN")
+	links("REDIS", "10.96.0.12", "6379", "REDIS")
+	links("REDIS_URL", "10.96.0.13", "6379", "TCP_REDIS") // a service named redis-url
+	links("ELASTICSEARCH", "10.96.0.14", "9200", "HTTP")
+	links("MONGO", "10.96.0.15", "27017", "MONGODB")
+	links("SUPERDESK_SERVER", "10.96.0.16", "5000", "HTTP")
+	c, err := loadNames(env, superdeskSettings...)
+	if err != nil {
+		t.Errorf("refused: %v", err)
+	}
+	if len(c.Warnings) > 0 {
+		t.Errorf("warnings: %q", c.Warnings)
+	}
+	// A PRODAPI_PORT that is no service link is a user's, and refused.
+	if _, err := loadNames(map[string]string{"AUTH_SERVER_SHARED_SECRET": secret, "PRODAPI_PORT": "5500"}); err == nil {
+		t.Error("PRODAPI_PORT=5500 was not refused")
 	}
 }

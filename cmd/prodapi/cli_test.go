@@ -191,6 +191,34 @@ func TestMistakesStopTheStart(t *testing.T) {
 	}
 }
 
+// A variable that looks like a misspelt setting read without the
+// PRODAPI_ prefix starts the service all the same, with a warning in the
+// log, and `prodapi config` shows it; Kubernetes' service links and
+// Superdesk's own variables say nothing.
+func TestLookAlikesWarn(t *testing.T) {
+	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret,
+		"REDIS_ULR": "redis://cache:6379", "ELASTICSEARCH_URl": "http://es:9200",
+		"PRODAPI_SERVICE_HOST": "10.96.0.10", "PRODAPI_PORT": "tcp://10.96.0.10:5500", "PRODAPI_PORT_5500_TCP_ADDR": "10.96.0.10",
+		"MONGO_DBNAME": "superdesk", "PRODAPI_SECRET_KEY": "flask", "ELASTICSEARCH_BACKUPS_PATH": "/backups"}
+	_, errOut, exit, err := cli(t, vars, "-addr", "127.0.0.1:0")
+	if exit != 0 {
+		t.Fatalf("refused: %v\n%s", err, errOut)
+	}
+	var warnings []string
+	for line := range strings.Lines(errOut) {
+		if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "did you mean") {
+			warnings = append(warnings, line)
+		}
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "ELASTICSEARCH_URl is not a setting and is ignored: did you mean ELASTICSEARCH_URL?") ||
+		!strings.Contains(warnings[1], "REDIS_ULR is not a setting and is ignored: did you mean REDIS_URL?") {
+		t.Errorf("warnings:\n%s", strings.Join(warnings, ""))
+	}
+	if _, errOut, exit, err := cli(t, vars, "config"); exit != 0 || !strings.Contains(errOut, "warning: REDIS_ULR is not a setting") {
+		t.Errorf("config: exit %d %v\n%s", exit, err, errOut)
+	}
+}
+
 func TestConfigCommand(t *testing.T) {
 	vars := map[string]string{"AUTH_SERVER_SHARED_SECRET": devSecret, "OBJSTORE_SECRET_ACCESS_KEY": "s3-secret-value",
 		"OBJSTORE_ACCESS_KEY_ID": "AKIAEXAMPLEKEY", "MONGO_URI": "mongodb://admin:mongo-password@db:27017/superdesk",

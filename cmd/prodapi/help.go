@@ -42,7 +42,8 @@ func printHelp(w io.Writer) {
 }
 
 // printConfig implements `prodapi config`: every setting's effective
-// value, then the problems that would stop the start.
+// value, the warnings the start would log, then the problems that would
+// stop it.
 func printConfig(e env) error {
 	cfg, err := loadConfig(e)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
@@ -50,6 +51,9 @@ func printConfig(e env) error {
 		fmt.Fprintf(tw, "%s\t%s\n", s.Name, orNone(s.Value(cfg)))
 	}
 	tw.Flush()
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}

@@ -83,7 +83,8 @@ func run(ctx context.Context, e env) error {
 }
 
 // loadConfig loads the configuration as the service does: refusing
-// unknown PRODAPI_ variables and per-resource settings naming no resource.
+// unknown PRODAPI_ variables and per-resource settings naming no resource,
+// and warning of other variables that look like misspelt settings.
 func loadConfig(e env) (config.Config, error) {
 	var names []string
 	if e.environ != nil {
@@ -127,6 +128,9 @@ func serve(ctx context.Context, e env, args []string) error {
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	defer logs.Close()
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
 	if cfg.AuthEnabled && len(cfg.Secret) < config.MinSecretLength {
 		logger.Warn("AUTH_SERVER_SHARED_SECRET is shorter than 32 bytes: HS256 wants a longer key", "length", len(cfg.Secret))
 	}
