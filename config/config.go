@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -104,6 +105,43 @@ type Config struct {
 	// stop the start (a variable that looks like a misspelt setting), one
 	// sentence each, for the start-up log.
 	Warnings []string
+
+	// urlDefault and mediaDefault are true when URL and MediaPrefix are
+	// derived from the port, not set: Listening moves them.
+	urlDefault, mediaDefault bool
+}
+
+func (c Config) defaultMediaPrefix() string { return c.URL + "/" + c.URLPrefix + "/v1/assets" }
+
+// Listening returns the configuration of the service listening at addr,
+// which the -addr flag may have moved off PORT (or put on a port the
+// system chose, for :0): Port is addr's, and so are the base URL and the
+// media prefix where they are derived from it, that is unless
+// PRODAPI_URL, or MEDIA_PREFIX, is set. What is derived from the base
+// URL follows (the OpenAPI document's server, the start-up banner). The
+// host stays localhost, unless addr is one other address of the machine's
+// (not a wildcard, not loopback), which localhost would not reach: then
+// that address.
+func (c Config) Listening(addr net.Addr) Config {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return c
+	}
+	c.Port = strconv.Itoa(ta.Port)
+	host := "localhost"
+	if ip := ta.IP; ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
+		host = ip.String()
+		if ta.Zone != "" {
+			host += "%25" + ta.Zone // a zone, escaped as RFC 6874 has it
+		}
+	}
+	if c.urlDefault {
+		c.URL = "http://" + net.JoinHostPort(host, c.Port)
+	}
+	if c.mediaDefault {
+		c.MediaPrefix = c.defaultMediaPrefix()
+	}
+	return c
 }
 
 // ObjStore configures S3-compatible object storage for media. It is used
@@ -289,8 +327,9 @@ func LoadFrom(e Env) (Config, error) {
 		IdleTimeout:       p.duration("PRODAPI_IDLE_TIMEOUT", defaultIdleTimeout),
 		MaxConns:          int(min(max(p.int("PRODAPI_MAX_CONNS", defaultMaxConns), 0), 1<<30)),
 	}
+	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
-	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.URL+"/"+c.URLPrefix+"/v1/assets"), "/")
+	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.defaultMediaPrefix()), "/")
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,41 @@ func TestAccessLogHits(t *testing.T) {
 		if _, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_ACCESS_LOG_HITS", v)); err == nil || !strings.Contains(err.Error(), "PRODAPI_ACCESS_LOG_HITS") {
 			t.Errorf("PRODAPI_ACCESS_LOG_HITS=%q: %v, want an error naming it", v, err)
 		}
+	}
+}
+
+// Listening moves what is derived from the port to the one listened on,
+// and leaves what was set alone.
+func TestListening(t *testing.T) {
+	tcp := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
+	for _, tc := range []struct {
+		name             string
+		env              []string
+		addr             net.Addr
+		port, url, media string
+	}{
+		{"-addr :8080", nil, tcp("::", 8080), "8080", "http://localhost:8080", "http://localhost:8080/prodapi/v1/assets"},
+		{"-addr 127.0.0.1:0", nil, tcp("127.0.0.1", 41234), "41234", "http://localhost:41234", "http://localhost:41234/prodapi/v1/assets"},
+		{"-addr [::1]:8080", nil, tcp("::1", 8080), "8080", "http://localhost:8080", "http://localhost:8080/prodapi/v1/assets"},
+		{"an address of the machine's", nil, tcp("192.0.2.7", 8080), "8080", "http://192.0.2.7:8080", "http://192.0.2.7:8080/prodapi/v1/assets"},
+		{"an IPv6 address of the machine's", nil, tcp("2001:db8::7", 8080), "8080", "http://[2001:db8::7]:8080", "http://[2001:db8::7]:8080/prodapi/v1/assets"},
+		{"another prefix", []string{"PRODAPI_URL_PREFIX", "api"}, tcp("::", 8080), "8080", "http://localhost:8080", "http://localhost:8080/api/v1/assets"},
+		{"PRODAPI_URL set", []string{"PRODAPI_URL", "https://news.example"}, tcp("::", 8080), "8080", "https://news.example",
+			"https://news.example/prodapi/v1/assets"},
+		{"MEDIA_PREFIX set", []string{"MEDIA_PREFIX", "https://cdn.example/media"}, tcp("::", 8080), "8080", "http://localhost:8080",
+			"https://cdn.example/media"},
+		{"not TCP", nil, &net.UnixAddr{Name: "/run/prodapi.sock", Net: "unix"}, "5500", "http://localhost:5500",
+			"http://localhost:5500/prodapi/v1/assets"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, tc.env...)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = c.Listening(tc.addr)
+			if c.Port != tc.port || c.URL != tc.url || c.MediaPrefix != tc.media {
+				t.Errorf("port %s, URL %s, media %s; want %s, %s, %s", c.Port, c.URL, c.MediaPrefix, tc.port, tc.url, tc.media)
+			}
+		})
 	}
 }

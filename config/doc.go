@@ -14,5 +14,9 @@
 // the variables Superdesk reads (superdesk.go), so prodapi can share a
 // pod's or a Superdesk deployment's environment.
 //
+// Without PRODAPI_URL, the base URL is http://localhost:$PORT; once the
+// service listens, Config.Listening moves it (and the default
+// MEDIA_PREFIX built on it) to the port actually listened on.
+//
 // Durations take Go syntax (10s, 5m) or a number of seconds.
 package config

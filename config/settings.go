@@ -36,7 +36,7 @@ func Settings() []Setting { return slices.Clone(settings) }
 
 var settings = []Setting{
 	{Name: "PORT", Help: "listen port", Value: func(c Config) string { return c.Port }},
-	{Name: "PRODAPI_URL", Help: "public base URL (default: http://localhost:$PORT); builds MEDIA_PREFIX", Value: func(c Config) string { return c.URL }},
+	{Name: "PRODAPI_URL", Help: "public base URL (default: http://localhost:<the port listened on>); builds MEDIA_PREFIX", Value: func(c Config) string { return c.URL }},
 	{Name: "PRODAPI_URL_PREFIX", Help: "the API is served at /<prefix>/v1", Value: func(c Config) string { return c.URLPrefix }},
 	{Name: "MEDIA_PREFIX", Help: "base of rendition hrefs (default: $PRODAPI_URL/<prefix>/v1/assets)", Value: func(c Config) string { return c.MediaPrefix }},
 	{Name: "AUTH_SERVER_SHARED_SECRET", Help: "HS256 key of Superdesk's auth server; required while auth is on", Value: func(c Config) string { return c.Secret.String() }},

@@ -156,12 +156,20 @@ func bearer(t *testing.T, secret string, scopes ...string) string {
 
 // The quick start: what `make run` prints is a token and a curl line that
 // returns items.
+// Without PRODAPI_URL, the banner, the media hrefs and the OpenAPI
+// document name the port listened on (-addr 127.0.0.1:0), not PORT's.
 func TestQuickStart(t *testing.T) {
 	in := start(t)
 	out := in.stdout.String()
+	base := "http://localhost:" + in.base[strings.LastIndexByte(in.base, ':')+1:]
 	m := regexp.MustCompile(`export TOKEN=(\S+)`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, `curl -H "Authorization: Bearer $TOKEN" http://localhost:`) {
-		t.Fatalf("run printed no token and curl line:\n%s", out)
+	if m == nil || !strings.Contains(out, `curl -H "Authorization: Bearer $TOKEN" `+base+"/prodapi/v1/items\n") ||
+		!strings.Contains(out, "at "+base+"/prodapi/v1 (listening on 127.0.0.1:") {
+		t.Fatalf("run printed no token and curl line naming %s:\n%s", base, out)
+	}
+	var doc struct{ Servers []struct{ URL string } }
+	if _, _, b := in.get(t, "/prodapi/v1/openapi.json", ""); json.Unmarshal(b, &doc) != nil || len(doc.Servers) == 0 || doc.Servers[0].URL != base+"/prodapi/v1" {
+		t.Errorf("the OpenAPI document's servers are %v, want %s/prodapi/v1", doc.Servers, base)
 	}
 	status, h, body := in.get(t, "/prodapi/v1/items", "Bearer "+m[1])
 	var list struct {
@@ -176,7 +184,7 @@ func TestQuickStart(t *testing.T) {
 	}
 	// Renditions point at assets the sandbox serves.
 	_, _, detail := in.get(t, "/prodapi/v1/items?source="+`{"query":{"term":{"type":"picture"}},"size":1}`, "Bearer "+m[1])
-	href := regexp.MustCompile(`"href":"http://localhost:\d+(/prodapi/v1/assets/[^"]+)"`).FindSubmatch(detail)
+	href := regexp.MustCompile(`"href":"` + regexp.QuoteMeta(base) + `(/prodapi/v1/assets/[^"]+)"`).FindSubmatch(detail)
 	if href == nil {
 		t.Fatalf("no rendition href in %s", detail)
 	}

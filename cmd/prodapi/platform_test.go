@@ -73,8 +73,11 @@ var sampleDir = path.Join("..", "..", "sources", "sandbox", "sample")
 func TestPlatformMatchesSandbox(t *testing.T) {
 	// Generous: on a busy machine a short timeout degrades enrichment
 	// (links left out), which is not what this test compares.
-	onPlatform, _, _ := platform(t, "1m")
-	onSandbox := start(t)
+	// One public URL for both, as behind one load balancer: rendition
+	// hrefs would otherwise name each one's port.
+	const publicURL = "http://localhost:5500"
+	onPlatform, _, _ := platform(t, "1m", "PRODAPI_URL", publicURL)
+	onSandbox := start(t, "PRODAPI_URL", publicURL)
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	targets := []string{
 		"/prodapi/v1/items?max_results=3",

@@ -116,6 +116,15 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Listening first, before any backend is dialled: a port in use fails
+	// at once, and what is derived from the port (the default base URL,
+	// the media prefix, the OpenAPI server) names the one listened on.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	defer ln.Close() // for an early return; Shutdown closes it otherwise
+	cfg = cfg.Listening(ln.Addr())
 
 	level := slog.LevelInfo
 	if cfg.Debug {
@@ -250,10 +259,6 @@ func serve(ctx context.Context, e env, args []string) error {
 		Tracer:             tracer,
 	})
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listening: %w", err)
-	}
 	limit := newConnLimiter(cfg.MaxConns, registry)
 	// net/http's own plain-text errors (malformed Host, oversized
 	// headers) leave in the error envelope, and deadlines reach the

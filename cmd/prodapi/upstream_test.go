@@ -113,7 +113,8 @@ func assertNoKeys(t *testing.T, what string, doc map[string]any, excluded []stri
 // test_items.py test_renditions and test_filters; test_desks.py and
 // test_contacts.py test_filters; test_events_history.py's update.* keys.
 func TestUpstreamAssertions(t *testing.T) {
-	in := start(t, "PRODAPI_SANDBOX", superdeskDump, "PRODAPI_AUTH_ENABLED", "false")
+	// The original's tests ran on its default base URL.
+	in := start(t, "PRODAPI_SANDBOX", superdeskDump, "PRODAPI_AUTH_ENABLED", "false", "PRODAPI_URL", "http://localhost:5500")
 
 	status, _, body := in.get(t, "/prodapi/v1/items/urn:newsml:localhost:5000:2019-08-14T15:02:48.032188:d1be79f4-1d08-464a-90ac-90542dde4e90", "")
 	var item struct {
