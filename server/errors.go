@@ -23,6 +23,7 @@ const (
 	msgRejected         = "The search backend could not run this query; check the field names and value types it uses."
 	msgInternal         = "The server encountered an internal error and was unable to complete your request."
 	msgTargetTooLong    = "The request URL is too long."
+	msgCursor           = "cursor: the walk can no longer continue from this cursor (the search backend has let its point in time expire); start it again with cursor= (empty)"
 )
 
 // An httpError is a failure with a status and a message safe to show the
@@ -56,6 +57,8 @@ func errorOf(err error) *httpError {
 	switch {
 	case errors.Is(err, sources.ErrNotFound):
 		return &httpError{status: http.StatusNotFound, msg: msgNotFound, err: err}
+	case errors.Is(err, sources.ErrCursor):
+		return &httpError{status: http.StatusBadRequest, msg: msgCursor, err: err}
 	case errors.Is(err, sources.ErrInvalid):
 		return &httpError{status: http.StatusBadRequest, msg: msgRejected, err: err}
 	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):

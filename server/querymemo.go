@@ -16,8 +16,9 @@ import (
 // never modified once parsed (the cache's own contract), so requests may
 // share one.
 type queryMemo struct {
-	seed  maphash.Seed
-	slots [4096]atomic.Pointer[querySlot]
+	seed    maphash.Seed
+	cursors *query.Cursors
+	slots   [4096]atomic.Pointer[querySlot]
 }
 
 type querySlot struct {
@@ -26,9 +27,11 @@ type querySlot struct {
 	q       *sources.Query
 }
 
-func newQueryMemo() *queryMemo { return &queryMemo{seed: maphash.MakeSeed()} }
+func newQueryMemo(c *query.Cursors) *queryMemo {
+	return &queryMemo{seed: maphash.MakeSeed(), cursors: c}
+}
 
-// parse is query.Parse, memoised.
+// parse is Cursors.Parse, memoised.
 func (m *queryMemo) parse(res *sources.Resource, id, raw string) (*sources.Query, error) {
 	// The resource is part of the slot: otherwise every resource's plain
 	// list (no id, no query) would share one slot and evict the others.
@@ -37,9 +40,14 @@ func (m *queryMemo) parse(res *sources.Resource, id, raw string) (*sources.Query
 	if p := s.Load(); p != nil && p.res == res && p.id == id && p.raw == raw {
 		return p.q, nil
 	}
-	q, err := query.Parse(res, id, raw)
+	q, err := m.cursors.Parse(res, id, raw)
 	if err != nil {
 		return nil, err
+	}
+	if q.Cursor != nil && q.Cursor.After != nil {
+		// A cursor expires: it is judged again each time it comes. Each
+		// is asked for about once anyway, by the client walking.
+		return q, nil
 	}
 	s.Store(&querySlot{res: res, id: id, raw: raw, q: q})
 	return q, nil

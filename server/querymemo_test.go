@@ -15,7 +15,7 @@ import (
 // resources: a memoised query is always the one a fresh parse gives, and
 // a query that does not parse is refused every time.
 func TestQueryMemo(t *testing.T) {
-	m := newQueryMemo()
+	m := newQueryMemo(nil)
 	var items, desks *sources.Resource
 	for _, r := range sources.Resources() {
 		switch r.Name {
@@ -60,7 +60,7 @@ func TestQueryMemo(t *testing.T) {
 // The plain lists of different resources (no id, no query) keep a slot
 // each: alternating between them parses nothing again.
 func TestQueryMemoKeepsResourcesApart(t *testing.T) {
-	m := newQueryMemo()
+	m := newQueryMemo(nil)
 	first := map[string]*sources.Query{}
 	for _, r := range sources.Resources() {
 		q, err := m.parse(r, "", "")

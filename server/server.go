@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -57,6 +59,11 @@ type Options struct {
 	// the client's W3C traceparent, and exemplars to the request-duration
 	// histogram. Nil: no tracing, at no cost.
 	Tracer trace.TracerProvider
+	// CursorSecret keys the cursors of list walks (query.Cursors):
+	// replicas behind one load balancer need the same. Nil: a random
+	// secret of this process's own, so cursors do not survive a restart
+	// and fail on other replicas.
+	CursorSecret []byte
 }
 
 // A Check is one dependency /readyz probes.
@@ -147,12 +154,26 @@ func New(load render.Loader, opts Options) *Server {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
 	s.ids = newRequestIDs()
-	s.queries = newQueryMemo()
+	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(render.ETag(s.home))
 	return s
+}
+
+// newCursors returns the cursor codec keyed by secret, or by a random
+// secret when there is none.
+func newCursors(secret []byte, now func() time.Time) *query.Cursors {
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+	}
+	c, err := query.NewCursors(secret, now)
+	if err != nil {
+		panic("server: " + err.Error()) // the secret is never empty here
+	}
+	return c
 }
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.

@@ -18,7 +18,12 @@ type Resource struct {
 	// details always read the document database.
 	Search      bool
 	DefaultSort []SortKey
-	Scope       string // the JWT scope that reads it
+	// Tiebreaker is the keyword field, unique per document, on which a
+	// cursor walk of a search list breaks ties ("guid"); empty: the
+	// search backend's own (the document id, or a point in time's
+	// shard order where the id cannot be sorted on).
+	Tiebreaker string
+	Scope      string // the JWT scope that reads it
 	// Excluded fields are removed from every document before it is
 	// served; dotted names reach one level into a sub-document. Clients
 	// can never filter, sort, aggregate or project on them (see Hidden).
@@ -91,7 +96,7 @@ _updated _created _etag`)
 // DOMAIN order, without the broken "upload").
 var resources = []*Resource{
 	{Name: "items", Collection: "archive", Title: "Item", ItemTitle: "Item", Search: true,
-		DefaultSort: []SortKey{{"_updated", true}}, Scope: ScopeArchive,
+		DefaultSort: []SortKey{{"_updated", true}}, Tiebreaker: "guid", Scope: ScopeArchive,
 		Excluded:   fields(base, []string{"unique_id", "family_id", "event_id"}, lock4),
 		Nested:     []string{"associations"},
 		Projection: itemFields},
@@ -102,7 +107,7 @@ var resources = []*Resource{
 		DefaultSort: []SortKey{{"_updated", true}}, Scope: ScopeAssignments,
 		Excluded: fields(base, lock4)},
 	{Name: "events", Collection: "events", Title: "Event", ItemTitle: "Event", Search: true,
-		DefaultSort: []SortKey{{"dates.start", false}}, Scope: ScopeEvents,
+		DefaultSort: []SortKey{{"dates.start", false}}, Tiebreaker: "guid", Scope: ScopeEvents,
 		Excluded: fields(base, lock4)},
 	{Name: "events_history", Collection: "events_history", Title: "events_history", ItemTitle: "Events_history",
 		DefaultSort: []SortKey{{"_updated", true}}, Scope: ScopeEvents,
@@ -111,7 +116,7 @@ var resources = []*Resource{
 		DefaultSort: []SortKey{{"_updated", true}}, Scope: ScopeEvents,
 		Excluded: base},
 	{Name: "planning", Collection: "planning", Title: "Planning", ItemTitle: "Planning", Search: true,
-		DefaultSort: []SortKey{{"_updated", true}}, Scope: ScopePlanning,
+		DefaultSort: []SortKey{{"_updated", true}}, Tiebreaker: "guid", Scope: ScopePlanning,
 		Excluded: fields(base, lock4, []string{"item_class", "flags", "_planning_schedule", "_updates_schedule"})},
 	{Name: "contacts", Collection: "contacts", Title: "contacts", ItemTitle: "Contact", Search: true,
 		DefaultSort: []SortKey{{"last_name.keyword", false}}, Scope: ScopeContacts,

@@ -3,6 +3,8 @@ package sources
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // Errors a backend returns, wrapped with %w; callers test them with
@@ -22,6 +24,11 @@ var (
 	// ErrPartial: the search backend answered with partial results
 	// (timed_out, failed shards). Never served or cached as complete.
 	ErrPartial = errors.New("sources: partial results")
+	// ErrCursor: the backend cannot continue a cursor walk from where
+	// its cursor stands (the point in time the walk reads has expired,
+	// or the backend changed under it). The client starts the walk
+	// again: 400. It is an ErrInvalid, so errors.Is sees both.
+	ErrCursor = fmt.Errorf("sources: the cursor walk cannot continue: %w", ErrInvalid)
 )
 
 // A SortKey orders a list by one field.
@@ -80,13 +87,53 @@ type Query struct {
 	Params []Param
 	// Pretty asks for indented JSON.
 	Pretty bool
+	// Cursor, when set, makes a list a cursor walk: keyset paging by the
+	// list's sort and a tiebreaker unique to each document, instead of
+	// Page. Skip is then 0 and Page 1.
+	Cursor *Cursor
+}
+
+// A Cursor is the cursor part of a list request. A walk never skips or
+// repeats a document that did not change during it, however many writes
+// land between its pages, and has no 10000-result wall.
+type Cursor struct {
+	// After is where the previous page ended: the page holds the
+	// documents that sort after it. Nil on a walk's first page.
+	After *Position
+	// Seal turns the position after a page into the value of the cursor
+	// parameter of the page's next link. The request parser sets it: it
+	// alone holds the key that makes cursors opaque and unforgeable.
+	Seal func(Position) (string, error)
+}
+
+// A Position is where a cursor walk stands: just after the document
+// whose sort values it holds. Only the backend that made it reads it.
+type Position struct {
+	// Values are the sort values of the last document served, ending
+	// with its tiebreaker, in the backend's own terms: MongoDB sort keys
+	// (the smallest or largest element of an array, nil for missing or
+	// null, an empty []any for an empty array) on document lists; the
+	// hit's sort values as Elasticsearch returned them on search lists.
+	Values []any
+	// PIT is the Elasticsearch point in time the walk reads, when it
+	// needs one; "" otherwise.
+	PIT string
+	// Expires is when the backend forgets the walk's state (the point
+	// in time's keep-alive); zero when it keeps none.
+	Expires time.Time
 }
 
 // IsDetail reports whether q reads one document.
 func (q *Query) IsDetail() bool { return q.ID != "" }
 
-// Skip is how many documents precede the page.
-func (q *Query) Skip() int { return (q.Page - 1) * q.MaxResults }
+// Skip is how many documents precede the page: none on a cursor walk,
+// which pages by position.
+func (q *Query) Skip() int {
+	if q.Cursor != nil {
+		return 0
+	}
+	return (q.Page - 1) * q.MaxResults
+}
 
 // A Result is one page of a list.
 type Result struct {
@@ -96,6 +143,9 @@ type Result struct {
 	// Aggregations are the search backend's aggregation results, as it
 	// returned them; nil when none were asked for.
 	Aggregations *Doc
+	// Next is where a cursor walk continues after this page; nil on its
+	// last page and on every page of a list that is not a walk.
+	Next *Position
 }
 
 // A Lookup is one batched query that enrichment makes for a whole page:

@@ -34,8 +34,13 @@ func (p *parser) params() ([]sources.Param, error) {
 	slices.SortStableFunc(rest, func(a, b sources.Param) int { return strings.Compare(a.Name, b.Name) })
 	out = append(out, rest...)
 	n := linkReserve
+	if p.walk {
+		n += len("cursor") + 2 + maxCursor // the next link's cursor, in place of this one's
+	}
 	for _, prm := range out {
-		n += len(prm.Name) + 2 + escapedLen(prm.Value)
+		if prm.Name != "cursor" {
+			n += len(prm.Name) + 2 + escapedLen(prm.Value)
+		}
 	}
 	if n > MaxTarget {
 		return nil, &Error{Status: http.StatusRequestURITooLong, Message: "parameters too long once normalised"}

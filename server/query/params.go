@@ -15,7 +15,7 @@ import (
 var known = map[string]bool{
 	"where": true, "sort": true, "page": true, "max_results": true, "projection": true,
 	"projections": true, "embedded": true, "pretty": true, "source": true, "filter": true,
-	"q": true, "df": true, "default_operator": true,
+	"q": true, "df": true, "default_operator": true, "cursor": true,
 }
 
 // args are the request's parameters, parsed once.

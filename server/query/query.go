@@ -43,8 +43,15 @@ func badf(format string, args ...any) *Error {
 
 // Parse validates rawQuery (r.URL.RawQuery) for resource res: a list when
 // id == "", a detail of id otherwise (the router has already checked the
-// id's syntax). Errors are *Error.
+// id's syntax). Errors are *Error. It pages by cursor nowhere: a list
+// with a cursor parameter is a 400 (Cursors.Parse pages by cursor).
 func Parse(res *sources.Resource, id, rawQuery string) (*sources.Query, error) {
+	return (*Cursors)(nil).Parse(res, id, rawQuery)
+}
+
+// Parse is the package's Parse for a server that pages by cursor: c
+// opens the cursor parameter of a list and seals the next one.
+func (c *Cursors) Parse(res *sources.Resource, id, rawQuery string) (*sources.Query, error) {
 	if res == nil {
 		return nil, errors.New("query: nil resource")
 	}
@@ -52,7 +59,7 @@ func Parse(res *sources.Resource, id, rawQuery string) (*sources.Query, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := parser{res: res, args: a, list: id == ""}
+	p := parser{res: res, args: a, list: id == "", cursors: c}
 	p.q = &sources.Query{
 		Resource:   res,
 		ID:         id,
@@ -67,10 +74,15 @@ func Parse(res *sources.Resource, id, rawQuery string) (*sources.Query, error) {
 
 // parser carries one request through validation.
 type parser struct {
-	res  *sources.Resource
-	args args
-	list bool
-	q    *sources.Query
+	res     *sources.Resource
+	args    args
+	list    bool
+	cursors *Cursors
+	q       *sources.Query
+
+	// walk: the list pages by cursor (the cursor parameter is present,
+	// empty on the first page).
+	walk bool
 
 	// Canonical parameters by name (where and sort first, then the rest
 	// sorted), collected as each is validated.
@@ -89,6 +101,9 @@ func (p *parser) keep(name, value string) {
 }
 
 func (p *parser) parse() error {
+	if err := p.checkCursor(); err != nil {
+		return err
+	}
 	if err := p.parseWhere(); err != nil {
 		return err
 	}
@@ -118,8 +133,10 @@ func (p *parser) parse() error {
 		}
 	}
 	var err error
-	p.q.Params, err = p.params()
-	return err
+	if p.q.Params, err = p.params(); err != nil {
+		return err
+	}
+	return p.parseCursor()
 }
 
 // parseEmbedded checks Eve's embedded parameter: a JSON object, otherwise

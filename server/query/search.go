@@ -613,7 +613,15 @@ func (p *parser) parseSearch() error {
 	if spec != nil && spec.hasFrom {
 		from = spec.from
 	}
-	if from > window || from+size > window {
+	if p.walk {
+		// A walk pages by position: no from, and no result window.
+		if from > 0 {
+			return badf("cursor: cannot be combined with source's from")
+		}
+		if err := walkSort(sort); err != nil {
+			return err
+		}
+	} else if from > window || from+size > window {
 		return badf("source: from %d + size %d is beyond the %d results that can be paged", from, size, window)
 	}
 	fs := make([]sources.Field, 0, 8)

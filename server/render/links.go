@@ -19,6 +19,11 @@ const defaultMaxResults = 25
 // projection is echoed too (Eve dropped it, so following "next" lost the
 // fields a client had asked for).
 func querydef(q *sources.Query, page int) string {
+	return querystring(q.MaxResults, q.Params, page)
+}
+
+// querystring is querydef's query string for given parameters.
+func querystring(maxResults int, params []sources.Param, page int) string {
 	var b strings.Builder
 	add := func(name, value string) {
 		if b.Len() > 0 {
@@ -28,10 +33,10 @@ func querydef(q *sources.Query, page int) string {
 		b.WriteByte('=')
 		b.WriteString(escapeQuery(value))
 	}
-	if q.MaxResults != defaultMaxResults {
-		add("max_results", strconv.Itoa(q.MaxResults))
+	if maxResults != defaultMaxResults {
+		add("max_results", strconv.Itoa(maxResults))
 	}
-	rest := q.Params
+	rest := params
 	for len(rest) > 0 && (rest[0].Name == "where" || rest[0].Name == "sort") {
 		add(rest[0].Name, rest[0].Value)
 		rest = rest[1:]
@@ -95,6 +100,36 @@ func listLinks(q *sources.Query, total int) *sources.Doc {
 		l.Set("prev", sources.Link("previous page", href(res.Name, querydef(q, q.Page-1))))
 	}
 	return l
+}
+
+// pageLinks builds a list envelope's _links and _meta: Eve's paging
+// (listLinks), or a cursor walk's: self and, until the walk's last page,
+// next, whose href carries the cursor that continues the walk; no prev
+// or last, and no page in _meta.
+func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, err error) {
+	if q.Cursor == nil {
+		return listLinks(q, r.Total), sources.D("page", q.Page, "max_results", q.MaxResults, "total", r.Total), nil
+	}
+	res := q.Resource
+	links = sources.NewDoc(
+		sources.Field{Key: "parent", Value: homeLink},
+		sources.Field{Key: "self", Value: sources.Link(res.Title, href(res.Name, querydef(q, 1)))},
+	)
+	if r.Next != nil {
+		cursor, err := q.Cursor.Seal(*r.Next)
+		if err != nil {
+			return nil, nil, err
+		}
+		params := make([]sources.Param, len(q.Params))
+		for i, p := range q.Params {
+			if p.Name == "cursor" {
+				p.Value = cursor
+			}
+			params[i] = p
+		}
+		links.Set("next", sources.Link("next page", href(res.Name, querystring(q.MaxResults, params, 1))))
+	}
+	return links, sources.D("max_results", q.MaxResults, "total", r.Total), nil
 }
 
 // itemLinks builds a detail's _links: self, parent, collection (carrying

@@ -119,10 +119,14 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation
 		}
 		items[i] = d
 	}
+	pl, meta, err := pageLinks(q, result)
+	if err != nil {
+		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+	}
 	env := sources.NewDoc(
 		sources.Field{Key: "_items", Value: items},
-		sources.Field{Key: "_links", Value: listLinks(q, result.Total)},
-		sources.Field{Key: "_meta", Value: sources.D("page", q.Page, "max_results", q.MaxResults, "total", result.Total)},
+		sources.Field{Key: "_links", Value: pl},
+		sources.Field{Key: "_meta", Value: meta},
 	)
 	if result.Aggregations != nil {
 		env.Set("_aggregations", result.Aggregations)

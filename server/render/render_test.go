@@ -174,3 +174,53 @@ func TestRenderList(t *testing.T) {
 		t.Errorf("pretty body starts %q", rep.Body[:60])
 	}
 }
+
+// A page of a cursor walk links itself and, while the walk goes on, the
+// next page by the cursor its Seal gives; no prev, no last, no page.
+func TestRenderWalk(t *testing.T) {
+	var sealedAt []sources.Position
+	seal := func(p sources.Position) (string, error) {
+		sealedAt = append(sealedAt, p)
+		return "NEXT-" + p.Values[0].(string), nil
+	}
+	docs := []*sources.Doc{sources.D("_id", "a"), sources.D("_id", "b")}
+	for _, tc := range []struct {
+		name   string
+		params []sources.Param
+		next   *sources.Position
+		want   string
+	}{
+		{"first page", []sources.Param{{Name: "cursor", Value: ""}}, &sources.Position{Values: []any{"b"}},
+			`{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?max_results=2&cursor="},` +
+				`"next":{"title":"next page","href":"desks?max_results=2&cursor=NEXT-b"}}`},
+		{"a later page", []sources.Param{{Name: "where", Value: `{"a":1}`}, {Name: "cursor", Value: "HERE"}, {Name: "pretty", Value: ""}},
+			&sources.Position{Values: []any{"b"}},
+			`{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?max_results=2&where=%7B%22a%22:1%7D&cursor=HERE&pretty="},` +
+				`"next":{"title":"next page","href":"desks?max_results=2&where=%7B%22a%22:1%7D&cursor=NEXT-b&pretty="}}`},
+		{"the last page", []sources.Param{{Name: "cursor", Value: "HERE"}}, nil,
+			`{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks?max_results=2&cursor=HERE"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sealedAt = nil
+			rd := New(fakeReader{result: &sources.Result{Docs: docs, Total: 7, Next: tc.next}}, noEnrich)
+			q := &sources.Query{Resource: res("desks"), Page: 1, MaxResults: 2, Params: tc.params, Cursor: &sources.Cursor{Seal: seal}}
+			_, body := render(t, rd, q)
+			v, err := codec.DecodeJSON([]byte(body), codec.DecodeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := v.(*sources.Doc)
+			links, _ := env.Get("_links")
+			if got := string(codec.AppendJSON(nil, links)); got != tc.want {
+				t.Errorf("_links\n got %s\nwant %s", got, tc.want)
+			}
+			meta, _ := env.Get("_meta")
+			if got := string(codec.AppendJSON(nil, meta)); got != `{"max_results":2,"total":7}` {
+				t.Errorf("_meta %s", got)
+			}
+			if (tc.next != nil) != (len(sealedAt) == 1) {
+				t.Errorf("sealed %v for next %v", sealedAt, tc.next)
+			}
+		})
+	}
+}

@@ -22,12 +22,34 @@ import (
 //
 // A filter it cannot evaluate is an error wrapping sources.ErrInvalid.
 func Match(doc, filter *sources.Doc) (bool, error) {
-	m, err := compileFilter(filter, 0)
+	m, err := eveRules.compileFilter(filter, 0)
 	if err != nil {
 		return false, err
 	}
 	return m(doc), nil
 }
+
+// MatchLiteral is Match without the Eve rule: a string matches only
+// strings, as MongoDB itself matches the filter a driver sends (where
+// the adapter has already written out both forms of every value Eve
+// would convert). The Mongo adapter's fake uses it.
+func MatchLiteral(doc, filter *sources.Doc) (bool, error) {
+	m, err := literalRules.compileFilter(filter, 0)
+	if err != nil {
+		return false, err
+	}
+	return m(doc), nil
+}
+
+// rules are how a filter's strings match: with the Eve rule (a 24-hex
+// or DateLayout string also matches the ObjectID or date it spells) or
+// literally.
+type rules struct{ eve bool }
+
+var (
+	eveRules     = rules{eve: true}
+	literalRules = rules{}
+)
 
 // A docMatcher is a compiled filter.
 type docMatcher func(d *sources.Doc) bool
@@ -42,13 +64,13 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("sandbox: "+format+": %w", append(args, sources.ErrInvalid)...)
 }
 
-func compileFilter(f *sources.Doc, depth int) (docMatcher, error) {
+func (r rules) compileFilter(f *sources.Doc, depth int) (docMatcher, error) {
 	if depth > maxFilterDepth {
 		return nil, invalid("filter nested too deeply")
 	}
 	var ms []docMatcher
 	for _, fl := range f.Fields() {
-		m, err := compileClause(fl.Key, fl.Value, depth)
+		m, err := r.compileClause(fl.Key, fl.Value, depth)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +96,7 @@ func allOf(ms []docMatcher) docMatcher {
 	}
 }
 
-func compileClause(key string, v any, depth int) (docMatcher, error) {
+func (r rules) compileClause(key string, v any, depth int) (docMatcher, error) {
 	v = normalize(v)
 	switch key {
 	case "$and", "$or", "$nor":
@@ -88,7 +110,7 @@ func compileClause(key string, v any, depth int) (docMatcher, error) {
 			if !ok {
 				return nil, invalid("%s elements must be documents", key)
 			}
-			m, err := compileFilter(sub, depth+1)
+			m, err := r.compileFilter(sub, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -123,7 +145,7 @@ func compileClause(key string, v any, depth int) (docMatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := compileValue(v, depth)
+	p, err := r.compileValue(v, depth)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +168,11 @@ func splitPath(key string) ([]string, error) {
 
 // compileValue compiles the value of a field clause: an operator document
 // or a value to equal.
-func compileValue(v any, depth int) (pred, error) {
+func (r rules) compileValue(v any, depth int) (pred, error) {
 	if d, ok := v.(*sources.Doc); ok && isOperatorDoc(d) {
-		return compileOps(d, depth+1)
+		return r.compileOps(d, depth+1)
 	}
-	return eqPred(v, depth)
+	return r.eqPred(v, depth)
 }
 
 func isOperatorDoc(d *sources.Doc) bool {
@@ -229,8 +251,9 @@ func (fv *fieldValues) anyExpanded(f func(v any) bool) bool {
 	return false
 }
 
-// looseEqual is equality with the Eve rule for strings of the filter.
-func looseEqual(v, f any, depth int) bool {
+// looseEqual is equality, with the Eve rule for strings of the filter
+// when eve is set.
+func looseEqual(v, f any, eve bool, depth int) bool {
 	if depth > maxValueDepth {
 		return false
 	}
@@ -240,9 +263,15 @@ func looseEqual(v, f any, depth int) bool {
 		case string:
 			return v == f
 		case sources.ObjectID:
+			if !eve {
+				return false
+			}
 			id, ok := sources.ParseObjectID(f)
 			return ok && id == v
 		case time.Time:
+			if !eve {
+				return false
+			}
 			t, ok := sources.ParseDate(f)
 			return ok && t.Equal(v)
 		}
@@ -254,7 +283,7 @@ func looseEqual(v, f any, depth int) bool {
 		}
 		df, ff := d.Fields(), f.Fields()
 		for i := range ff {
-			if df[i].Key != ff[i].Key || !looseEqual(normalize(df[i].Value), normalize(ff[i].Value), depth+1) {
+			if df[i].Key != ff[i].Key || !looseEqual(normalize(df[i].Value), normalize(ff[i].Value), eve, depth+1) {
 				return false
 			}
 		}
@@ -265,7 +294,7 @@ func looseEqual(v, f any, depth int) bool {
 			return false
 		}
 		for i := range f {
-			if !looseEqual(normalize(a[i]), normalize(f[i]), depth+1) {
+			if !looseEqual(normalize(a[i]), normalize(f[i]), eve, depth+1) {
 				return false
 			}
 		}
@@ -275,7 +304,7 @@ func looseEqual(v, f any, depth int) bool {
 	return r != rankUnknown && rank(v) == r && compareValues(v, f) == 0
 }
 
-func eqPred(want any, depth int) (pred, error) {
+func (r rules) eqPred(want any, depth int) (pred, error) {
 	want = normalize(want)
 	if err := checkValue(want, depth); err != nil {
 		return nil, err
@@ -284,7 +313,7 @@ func eqPred(want any, depth int) (pred, error) {
 		if want == nil && fv.missing {
 			return true
 		}
-		return fv.anyExpanded(func(v any) bool { return looseEqual(v, want, 0) })
+		return fv.anyExpanded(func(v any) bool { return looseEqual(v, want, r.eve, 0) })
 	}, nil
 }
 
@@ -345,7 +374,7 @@ func eveConvert(v any) any {
 
 func not(p pred) pred { return func(fv *fieldValues) bool { return !p(fv) } }
 
-func compileOps(ops *sources.Doc, depth int) (pred, error) {
+func (r rules) compileOps(ops *sources.Doc, depth int) (pred, error) {
 	if depth > maxFilterDepth {
 		return nil, invalid("operators nested too deeply")
 	}
@@ -356,19 +385,19 @@ func compileOps(ops *sources.Doc, depth int) (pred, error) {
 		var err error
 		switch f.Key {
 		case "$eq":
-			p, err = eqPred(arg, depth)
+			p, err = r.eqPred(arg, depth)
 		case "$ne":
-			p, err = eqPred(arg, depth)
+			p, err = r.eqPred(arg, depth)
 			p = notIfOK(p)
 		case "$gt", "$gte", "$lt", "$lte":
-			p, err = cmpPred(f.Key, arg, depth)
+			p, err = r.cmpPred(f.Key, arg, depth)
 		case "$in", "$nin":
-			p, err = inPred(f.Key, arg, depth)
+			p, err = r.inPred(f.Key, arg, depth)
 			if f.Key == "$nin" {
 				p = notIfOK(p)
 			}
 		case "$all":
-			p, err = allPred(arg, depth)
+			p, err = r.allPred(arg, depth)
 		case "$exists":
 			p, err = existsPred(arg)
 		case "$type":
@@ -382,10 +411,10 @@ func compileOps(ops *sources.Doc, depth int) (pred, error) {
 			if !ok || sub.Len() == 0 || !isOperatorDoc(sub) {
 				return nil, invalid("$not needs an operator document")
 			}
-			p, err = compileOps(sub, depth+1)
+			p, err = r.compileOps(sub, depth+1)
 			p = notIfOK(p)
 		case "$elemMatch":
-			p, err = elemMatchPred(arg, depth)
+			p, err = r.elemMatchPred(arg, depth)
 		case "$bitsAllClear", "$bitsAllSet", "$bitsAnyClear", "$bitsAnySet":
 			p, err = bitsPred(f.Key, arg)
 		case "$geoWithin", "$geoIntersects", "$near", "$nearSphere":
@@ -426,18 +455,21 @@ func notIfOK(p pred) pred {
 	return not(p)
 }
 
-func cmpPred(op string, arg any, depth int) (pred, error) {
+func (r rules) cmpPred(op string, arg any, depth int) (pred, error) {
 	if err := checkValue(arg, depth); err != nil {
 		return nil, err
 	}
-	want := eveConvert(arg)
+	want := arg
+	if r.eve {
+		want = eveConvert(arg)
+	}
 	if want == nil {
 		if op == "$gte" || op == "$lte" {
-			return eqPred(nil, depth) // null and missing
+			return r.eqPred(nil, depth) // null and missing
 		}
 		return func(*fieldValues) bool { return false }, nil
 	}
-	r := rank(want)
+	bracket := rank(want)
 	test := map[string]func(int) bool{
 		"$gt":  func(c int) bool { return c > 0 },
 		"$gte": func(c int) bool { return c >= 0 },
@@ -446,13 +478,13 @@ func cmpPred(op string, arg any, depth int) (pred, error) {
 	}[op]
 	return func(fv *fieldValues) bool {
 		return fv.anyExpanded(func(v any) bool {
-			return rank(v) == r && test(compareValues(v, want))
+			return rank(v) == bracket && test(compareValues(v, want))
 		})
 	}, nil
 }
 
-// An inSet answers membership with the Eve rule, in constant time for
-// strings, ObjectIDs and numbers.
+// An inSet answers membership (with the Eve rule when eve is set), in
+// constant time for strings, ObjectIDs and numbers.
 type inSet struct {
 	strs    map[string]struct{}
 	oids    map[sources.ObjectID]struct{}
@@ -460,16 +492,20 @@ type inSet struct {
 	dates   []time.Time
 	others  []any
 	hasNull bool
+	eve     bool
 }
 
-func newInSet(list []any) *inSet {
-	s := &inSet{strs: map[string]struct{}{}, oids: map[sources.ObjectID]struct{}{}, nums: map[float64]struct{}{}}
+func newInSet(list []any, eve bool) *inSet {
+	s := &inSet{strs: map[string]struct{}{}, oids: map[sources.ObjectID]struct{}{}, nums: map[float64]struct{}{}, eve: eve}
 	for _, e := range list {
 		switch e := normalize(e).(type) {
 		case nil:
 			s.hasNull = true
 		case string:
 			s.strs[e] = struct{}{}
+			if !eve {
+				continue
+			}
 			if id, ok := sources.ParseObjectID(e); ok {
 				s.oids[id] = struct{}{}
 			}
@@ -528,14 +564,14 @@ func (s *inSet) has(v any) bool {
 		}
 	}
 	for _, o := range s.others {
-		if looseEqual(v, o, 0) {
+		if looseEqual(v, o, s.eve, 0) {
 			return true
 		}
 	}
 	return false
 }
 
-func inPred(op string, arg any, depth int) (pred, error) {
+func (r rules) inPred(op string, arg any, depth int) (pred, error) {
 	list, ok := arg.([]any)
 	if !ok {
 		return nil, invalid("%s needs an array", op)
@@ -543,7 +579,7 @@ func inPred(op string, arg any, depth int) (pred, error) {
 	if err := checkValue(arg, depth); err != nil {
 		return nil, err
 	}
-	set := newInSet(list)
+	set := newInSet(list, r.eve)
 	return func(fv *fieldValues) bool {
 		if set.hasNull && fv.missing {
 			return true
@@ -552,7 +588,7 @@ func inPred(op string, arg any, depth int) (pred, error) {
 	}, nil
 }
 
-func allPred(arg any, depth int) (pred, error) {
+func (r rules) allPred(arg any, depth int) (pred, error) {
 	list, ok := arg.([]any)
 	if !ok {
 		return nil, invalid("$all needs an array")
@@ -565,9 +601,9 @@ func allPred(arg any, depth int) (pred, error) {
 		e = normalize(e)
 		var err error
 		if d, ok := e.(*sources.Doc); ok && d.Len() == 1 && d.Fields()[0].Key == "$elemMatch" {
-			preds[i], err = elemMatchPred(normalize(d.Fields()[0].Value), depth+1)
+			preds[i], err = r.elemMatchPred(normalize(d.Fields()[0].Value), depth+1)
 		} else {
-			preds[i], err = eqPred(e, depth+1)
+			preds[i], err = r.eqPred(e, depth+1)
 		}
 		if err != nil {
 			return nil, err
@@ -781,7 +817,7 @@ func bitsPred(op string, arg any) (pred, error) {
 	}, nil
 }
 
-func elemMatchPred(arg any, depth int) (pred, error) {
+func (r rules) elemMatchPred(arg any, depth int) (pred, error) {
 	sub, ok := arg.(*sources.Doc)
 	if !ok {
 		return nil, invalid("$elemMatch needs a document")
@@ -794,13 +830,13 @@ func elemMatchPred(arg any, depth int) (pred, error) {
 	}
 	var test func(e any) bool
 	if valueForm {
-		p, err := compileOps(sub, depth+1)
+		p, err := r.compileOps(sub, depth+1)
 		if err != nil {
 			return nil, err
 		}
 		test = func(e any) bool { return p(&fieldValues{vals: []any{e}}) }
 	} else {
-		m, err := compileFilter(sub, depth+1)
+		m, err := r.compileFilter(sub, depth+1)
 		if err != nil {
 			return nil, err
 		}

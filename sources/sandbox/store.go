@@ -285,7 +285,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 		return nil, err
 	}
 	defer done()
-	m, err := compileFilter(q.Where, 0)
+	m, err := eveRules.compileFilter(q.Where, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +335,7 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, e
 		}
 		values[i] = v
 	}
-	m, err := compileFilter(sources.D(l.Field, sources.D("$in", values)), 0)
+	m, err := eveRules.compileFilter(sources.D(l.Field, sources.D("$in", values)), 0)
 	if err != nil {
 		return nil, err
 	}

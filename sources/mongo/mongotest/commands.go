@@ -131,7 +131,7 @@ func (s *Server) snapshot(coll string) []record {
 func filterRecords(recs []record, filter *sources.Doc) ([]record, error) {
 	var out []record
 	for _, r := range recs {
-		ok, err := sandbox.Match(r.doc, filter)
+		ok, err := sandbox.MatchLiteral(r.doc, filter)
 		if err != nil {
 			return nil, err
 		}

@@ -19,13 +19,12 @@
 //   - anything else is CommandNotFound (59), as a server answers.
 //
 // Collections hold raw BSON. Filters are evaluated by converting documents
-// and the filter to *sources.Doc and calling sandbox.Match, sorts by
-// sandbox.SortDocs. So the fake matches as the sandbox does, which is
-// MongoDB's semantics with one leniency: a 24-hex or date-formatted string
-// in a filter also matches an ObjectId or a date (the sandbox applies the
-// Eve rule to strings). Tests that care whether a string or an ObjectId
-// was sent assert the recorded command, not the result. An error from
-// Match is a BadValue (2) command error.
+// and the filter to *sources.Doc and calling sandbox.MatchLiteral, sorts
+// by sandbox.SortDocs. So the fake matches as the sandbox's MongoDB
+// semantics do, strings literally, as a server does: a 24-hex or
+// date-formatted string in a filter matches only strings (the adapter
+// writes out the ObjectId or date a client's string stands for). An
+// error from MatchLiteral is a BadValue (2) command error.
 //
 // Faults (see Fault) make chosen commands fail with a command error, hang
 // until released, drop the connection or cut a reply in half. Stop and
