@@ -115,6 +115,7 @@ var ferretDBDifferences = map[string][]ferretDBDifference{
 			name: "a sort through an array of sub-documents ignores the array",
 			what: "sorting on a path through an array (`arr.user`) treats the field as missing, where MongoDB sorts by " +
 				"the smallest (ascending) or largest (descending) element",
+			contract: []string{"Walk/a path through an array"},
 			docs: []bson.D{
 				{{Key: "_id", Value: 1}, {Key: "arr", Value: bson.A{bson.D{{Key: "user", Value: "a"}}}}},
 				{{Key: "_id", Value: 2}, {Key: "arr", Value: bson.A{bson.D{{Key: "user", Value: "b"}}}}},

@@ -11,6 +11,7 @@ import (
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
+	"github.com/prodapi/prodapi/sources/sandbox"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -192,22 +193,69 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 		return nil, fmt.Errorf("mongo: find %s: %w", coll, err)
 	}
 	skip, limit := q.Skip(), q.MaxResults
-	fo := options.Find().SetSkip(int64(skip)).SetLimit(int64(limit)).SetBatchSize(int32(limit))
+	find, fetch := filter, limit
+	keys := sandbox.WalkKeys(q.Sort)
+	if q.Cursor != nil {
+		fetch++ // one more tells whether another page follows
+		if q.Cursor.After != nil {
+			after, err := walkFilter(keys, q.Cursor.After.Values)
+			if err != nil {
+				return nil, fmt.Errorf("mongo: find %s: %w", coll, err)
+			}
+			find = conjoin(filter, after)
+		}
+	}
+	fo := options.Find().SetSkip(int64(skip)).SetLimit(int64(fetch)).SetBatchSize(int32(fetch))
 	fo.SetSort(sort)
 	label := sources.MetricName(coll)
-	docs, err := s.find(ctx, "find", label, coll, filter, fo)
+	docs, err := s.find(ctx, "find", label, coll, find, fo)
 	if err != nil {
 		return nil, err
 	}
 	res := &sources.Result{Docs: docs}
-	if len(docs) < limit && (len(docs) > 0 || skip == 0) {
-		res.Total = skip + len(docs)
+	if len(docs) > limit {
+		res.Docs = docs[:limit]
+		res.Next = walkPosition(res.Docs[limit-1], keys)
+	}
+	if pageProvesTotal(q, len(docs), res.Next != nil) {
+		res.Total = skip + len(res.Docs)
 		return res, nil
 	}
 	if res.Total, err = s.count(ctx, label, coll, countFilter(filter)); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// pageProvesTotal reports whether a page of n documents is the whole
+// list from where it starts: a first page or a page that holds documents,
+// short of max_results; a walk's first page without a next. A later page
+// of a walk proves nothing of the documents before it.
+func pageProvesTotal(q *sources.Query, n int, next bool) bool {
+	switch {
+	case q.Cursor != nil && q.Cursor.After != nil:
+		return false
+	case q.Cursor != nil:
+		return !next
+	}
+	return n < q.MaxResults && (n > 0 || q.Skip() == 0)
+}
+
+// conjoin ANDs a walk's position with the client's filter.
+func conjoin(filter, after *sources.Doc) *sources.Doc {
+	if filter.Len() == 0 {
+		return after
+	}
+	return sources.D("$and", []any{filter, after})
+}
+
+// walkPosition is a walk's position after d: its MongoDB sort keys.
+func walkPosition(d *sources.Doc, keys []sources.SortKey) *sources.Position {
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = sandbox.SortKey(d, k.Field, k.Desc)
+	}
+	return &sources.Position{Values: vals}
 }
 
 // Lookup returns the documents of l.Collection whose l.Field is one of

@@ -298,3 +298,48 @@ func mongoSortKey(d *sources.Doc, path []string, desc bool) any {
 	}
 	return best
 }
+
+// SortKey is the value MongoDB sorts d by on the dotted field (see
+// SortDocs): the smallest element of an array ascending, its largest
+// descending, nil for a missing or null field, and an empty []any for a
+// field that holds only an empty array (which sorts before null). These
+// are the values of a document walk's sources.Position.
+func SortKey(d *sources.Doc, field string, desc bool) any {
+	k := mongoSortKey(d, strings.Split(field, "."), desc)
+	if _, ok := k.(emptyArray); ok {
+		return []any{}
+	}
+	return k
+}
+
+// WalkKeys are the keys a document walk orders by: the sort's, then _id
+// ascending unless the sort names it, as SortDocs and MongoDB order.
+func WalkKeys(keys []sources.SortKey) []sources.SortKey { return withIDTiebreak(keys) }
+
+// walkPosition is the position of a walk just after d.
+func walkPosition(d *sources.Doc, keys []sources.SortKey) *sources.Position {
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = SortKey(d, k.Field, k.Desc)
+	}
+	return &sources.Position{Values: vals}
+}
+
+// compareToPosition orders d against a walk's position over keys: below
+// zero when d comes before it.
+func compareToPosition(d *sources.Doc, keys []sources.SortKey, vals []any) int {
+	for i, k := range keys {
+		v := vals[i]
+		if a, ok := v.([]any); ok && len(a) == 0 {
+			v = emptyArray{}
+		}
+		c := compareSortKeys(mongoSortKey(d, strings.Split(k.Field, "."), k.Desc), v)
+		if k.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -23,17 +25,34 @@ import (
 //
 // A body it cannot evaluate is an error wrapping sources.ErrInvalid.
 func Search(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sources.Result, error) {
+	res, _, err := SearchSorted(docs, body, now)
+	return res, err
+}
+
+// SearchSorted is Search, and the sort values of each hit as
+// Elasticsearch writes them in hits[].sort and reads them back in
+// search_after: numbers (dates as epoch milliseconds, booleans as 0 or
+// 1, _doc and _shard_doc as the document's place in docs) and strings;
+// null for a document without a value, which the sandbox, having no
+// mappings, writes for every field type (Elasticsearch writes null for
+// keywords only, and its numeric extremes for numbers and dates).
+//
+// search_after holds the sort values of the hit to continue after: the
+// hits are those that sort after it, so a sort that ends with a unique
+// field pages without gaps or repeats.
+func SearchSorted(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sources.Result, [][]any, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
 	env := &searchEnv{now: now, an: newAnalyzer()}
-	return env.search(docs, body)
+	return env.searchSorted(docs, body)
 }
 
 type searchReq struct {
 	query      query
 	post       query
 	sort       []sortSpec
+	after      []any // search_after; nil: from the first hit
 	from, size int
 	aggs       []*aggSpec
 	src        sourceFilter
@@ -81,6 +100,11 @@ func (env *searchEnv) compileBody(body *sources.Doc) (*searchReq, error) {
 				}
 				r.totalLimit = int(min(n, 1<<30))
 			}
+		case "search_after":
+			var ok bool
+			if r.after, ok = v.([]any); !ok || len(r.after) == 0 {
+				err = invalid("search_after must be a non-empty array")
+			}
 		case "min_score", "timeout", "version", "seq_no_primary_term", "explain", "track_scores":
 			// No effect on which documents come back, or not supported
 			// meaningfully: ignored.
@@ -94,6 +118,9 @@ func (env *searchEnv) compileBody(body *sources.Doc) (*searchReq, error) {
 	if !sortSet || len(r.sort) == 0 {
 		r.sort = []sortSpec{{kind: sortScore, desc: true}} // ES's default
 	}
+	if r.after != nil && len(r.after) != len(r.sort) {
+		return nil, invalid("search_after has %d value(s) but sort has %d", len(r.after), len(r.sort))
+	}
 	return r, nil
 }
 
@@ -105,9 +132,14 @@ type hit struct {
 }
 
 func (env *searchEnv) search(docs []*sources.Doc, body *sources.Doc) (*sources.Result, error) {
+	res, _, err := env.searchSorted(docs, body)
+	return res, err
+}
+
+func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sources.Result, [][]any, error) {
 	req, err := env.compileBody(body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := &evalCtx{env: env}
 	var hits []hit
@@ -126,7 +158,7 @@ func (env *searchEnv) search(docs []*sources.Doc, body *sources.Doc) (*sources.R
 			matched[i] = h.doc
 		}
 		if res.Aggregations, err = c.runAggs(req.aggs, matched, docs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if req.post != nil {
@@ -140,15 +172,65 @@ func (env *searchEnv) search(docs []*sources.Doc, body *sources.Doc) (*sources.R
 		res.Total = req.totalLimit
 	}
 	if err := c.sortHits(hits, req.sort); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if req.after != nil {
+		after, err := c.env.afterKeys(req.after)
+		if err != nil {
+			return nil, nil, err
+		}
+		hits = hits[sort.Search(len(hits), func(i int) bool { return compareHitKeys(hits[i].keys, after, req.sort) > 0 }):]
 	}
 	start := min(req.from, len(hits))
 	end := min(start+req.size, len(hits))
 	res.Docs = make([]*sources.Doc, 0, end-start)
+	values := make([][]any, 0, end-start)
 	for _, h := range hits[start:end] {
 		res.Docs = append(res.Docs, req.src.apply(h.doc))
+		values = append(values, sortValuesOf(h.keys))
 	}
-	return res, nil
+	return res, values, nil
+}
+
+// sortValuesOf writes a hit's sort keys as Elasticsearch's sort values.
+func sortValuesOf(keys []sortKey) []any {
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		switch {
+		case k.missing:
+			out[i] = nil
+		case k.isStr:
+			out[i] = k.str
+		case k.num == math.Trunc(k.num) && math.Abs(k.num) < 1<<53:
+			out[i] = int64(k.num)
+		default:
+			out[i] = k.num
+		}
+	}
+	return out
+}
+
+// afterKeys reads search_after's values as sort keys: null is a
+// document without a value; numbers and strings are themselves.
+func (env *searchEnv) afterKeys(vals []any) ([]sortKey, error) {
+	keys := make([]sortKey, len(vals))
+	for i, v := range vals {
+		switch v := normalize(v).(type) {
+		case nil:
+			keys[i] = sortKey{missing: true}
+		case int64:
+			keys[i] = sortKey{num: float64(v)}
+		case float64:
+			keys[i] = sortKey{num: v}
+		case bool:
+			keys[i], _ = env.sortKeyOf(v, false, false)
+		case string:
+			keys[i] = sortKey{isStr: true, str: v}
+		default:
+			return nil, invalid("search_after value %d is not a number, a string or null", i)
+		}
+	}
+	return keys, nil
 }
 
 // Sorting.
@@ -227,7 +309,9 @@ func (env *searchEnv) newSortSpec(name string, params any) (sortSpec, error) {
 	switch name {
 	case "_score":
 		s.kind, s.desc = sortScore, true
-	case "_doc":
+	case "_doc", "_shard_doc":
+		// _shard_doc is a point in time's order of its shards' documents:
+		// one shard here, so the order of the documents.
 		s.kind = sortDoc
 	default:
 		fr, err := newFieldRef(name)
@@ -432,29 +516,38 @@ func (c *evalCtx) sortHits(hits []hit, specs []sortSpec) error {
 		ids[h.doc], _ = sources.IDString(normalize(id))
 	}
 	slices.SortStableFunc(hits, func(a, b hit) int {
-		for j := range specs {
-			ka, kb := a.keys[j], b.keys[j]
-			switch {
-			case ka.missing && kb.missing:
-				continue
-			case ka.missing || kb.missing:
-				first := ka.missing == specs[j].missingFirst
-				if first {
-					return -1
-				}
-				return 1
-			}
-			c := compareSortKey(ka, kb)
-			if specs[j].desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
+		if c := compareHitKeys(a.keys, b.keys, specs); c != 0 {
+			return c
 		}
 		return strings.Compare(ids[a.doc], ids[b.doc])
 	})
 	return nil
+}
+
+// compareHitKeys orders two hits' sort keys by the specs: missing values
+// where the spec puts them, others in the spec's direction.
+func compareHitKeys(a, b []sortKey, specs []sortSpec) int {
+	for j := range specs {
+		ka, kb := a[j], b[j]
+		switch {
+		case ka.missing && kb.missing:
+			continue
+		case ka.missing || kb.missing:
+			first := ka.missing == specs[j].missingFirst
+			if first {
+				return -1
+			}
+			return 1
+		}
+		c := compareSortKey(ka, kb)
+		if specs[j].desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 // _source filtering.

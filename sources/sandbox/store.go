@@ -1,12 +1,14 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
@@ -278,7 +280,10 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 		}
 		defer end()
 		env := &searchEnv{now: s.now(), an: s.an, resource: res.Collection}
-		return env.search(docs, q.Search)
+		if q.Cursor == nil {
+			return env.search(docs, q.Search)
+		}
+		return env.walk(docs, q)
 	}
 	done, err := s.query(ctx, sources.MetricName(res.Collection), "find")
 	if err != nil {
@@ -298,6 +303,14 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	SortDocs(matched, q.Sort)
 	result := &sources.Result{Total: len(matched)}
 	start := min(max(q.Skip(), 0), len(matched))
+	keys := WalkKeys(q.Sort)
+	if q.Cursor != nil && q.Cursor.After != nil {
+		after := q.Cursor.After.Values
+		if len(after) != len(keys) {
+			return nil, fmt.Errorf("sandbox: walk of %s: a position of %d values for %d sort keys: %w", res.Name, len(after), len(keys), sources.ErrCursor)
+		}
+		start = sort.Search(len(matched), func(i int) bool { return compareToPosition(matched[i], keys, after) > 0 })
+	}
 	end := len(matched)
 	if q.MaxResults > 0 {
 		end = min(start+q.MaxResults, end)
@@ -306,7 +319,32 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	for _, d := range matched[start:end] {
 		result.Docs = append(result.Docs, d.Clone())
 	}
+	if q.Cursor != nil && end > start && end < len(matched) {
+		result.Next = walkPosition(matched[end-1], keys)
+	}
 	return result, nil
+}
+
+// walk answers a page of a cursor walk of a search list as the
+// Elasticsearch adapter asks 7.x for one (sources.WalkBody): ties broken
+// by the resource's tiebreaker field, or the document id.
+func (env *searchEnv) walk(docs []*sources.Doc, q *sources.Query) (*sources.Result, error) {
+	var after []any
+	if q.Cursor.After != nil {
+		after = q.Cursor.After.Values
+	}
+	size := sources.WalkSize(q.Search)
+	res, values, err := env.searchSorted(docs, sources.WalkBody(q.Search, cmp.Or(q.Resource.Tiebreaker, "_id"), after))
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Docs) > size {
+		res.Docs = res.Docs[:size]
+		if size > 0 {
+			res.Next = &sources.Position{Values: values[size-1]}
+		}
+	}
+	return res, nil
 }
 
 // Lookup runs an enrichment batch: the documents of l.Collection whose

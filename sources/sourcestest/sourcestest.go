@@ -121,6 +121,7 @@ func RunOptions(t *testing.T, dir string, open func(t *testing.T, dir string) so
 	t.Run(groupFindDocuments, func(t *testing.T) { testFindDocuments(t, s) })
 	t.Run(groupFindSearch, func(t *testing.T) { testFindSearch(t, s) })
 	t.Run(groupLookup, func(t *testing.T) { testLookup(t, s) })
+	t.Run(groupWalk, func(t *testing.T) { testWalk(t, s) })
 }
 
 // The groups of cases, the first part of a case's name.
@@ -129,6 +130,7 @@ const (
 	groupFindDocuments = "FindDocuments"
 	groupFindSearch    = "FindSearch"
 	groupLookup        = "Lookup"
+	groupWalk          = "Walk"
 )
 
 // CaseNames returns the name of every case of the suite, "group/name",
@@ -149,6 +151,9 @@ func CaseNames() []string {
 	}
 	for _, c := range lookupCases() {
 		out = append(out, groupLookup+"/"+c.name)
+	}
+	for _, c := range walkCases() {
+		out = append(out, groupWalk+"/"+c.name)
 	}
 	return out
 }
