@@ -68,6 +68,12 @@ func TestFakeAnswersAsReal(t *testing.T) {
 		{"constant_score and dis_max", "contacts", `{"query":{"dis_max":{"queries":[{"constant_score":{"filter":{"term":{"public":{"value":true}}}}},{"match":{"first_name":{"query":"anna"}}}]}},"sort":[{"_id":{"order":"asc"}}],"size":25}`},
 		{"post_filter", "archive", `{"query":{"match_all":{}},"post_filter":{"term":{"type":{"value":"text"}}},"aggs":{"t":{"terms":{"field":"type","size":10}}},"sort":[{"guid":{"order":"asc"}}],"size":25}`},
 		{"from past the end", "archive", `{"query":{"match_all":{}},"sort":[{"guid":{"order":"asc"}}],"size":5,"from":50,"track_total_hits":10000}`},
+		{"search_after a date and a guid", "archive", `{"query":{"match_all":{}},"sort":[{"_updated":{"order":"desc"}},{"guid":{"order":"asc"}}],"size":3,"search_after":[1704362400000,"urn:newsml:localhost:5000:2024-01-04T10:00:00.000000:item-0004"],"track_total_hits":10000}`},
+		{"search_after a missing keyword", "archive", `{"query":{"match_all":{}},"sort":[{"assignment_id":{"order":"asc"}},{"guid":{"order":"asc"}}],"size":5,"search_after":[null,"tag:localhost:5000:2024:item-0002"],"track_total_hits":10000}`},
+		{"search_after a missing keyword first", "archive", `{"query":{"match_all":{}},"sort":[{"assignment_id":{"order":"desc","missing":"_first"}},{"guid":{"order":"asc"}}],"size":5,"search_after":[null,"urn:newsml:localhost:5000:2024-01-03T10:00:00.000000:item-0003"],"track_total_hits":10000}`},
+		{"search_after an _id", "contacts", `{"query":{"match_all":{}},"sort":[{"last_name.keyword":{"order":"asc","unmapped_type":"keyword"}},{"_id":{"order":"asc"}}],"size":5,"search_after":["Favre","66f000000000000000000001"],"track_total_hits":10000}`},
+		{"search_after past the end", "archive", `{"query":{"match_all":{}},"sort":[{"guid":{"order":"asc"}}],"size":5,"search_after":["zzz"],"track_total_hits":10000}`},
+		{"search_after of the wrong length", "archive", `{"query":{"match_all":{}},"sort":[{"guid":{"order":"asc"}}],"size":5,"search_after":["a","b"]}`},
 		{"sort by _score", "archive", `{"query":{"match":{"headline":{"query":"bridge"}}},"sort":[{"_score":{"order":"desc"}},{"guid":{"order":"asc"}}],"size":25}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,9 +13,11 @@ import (
 // A searchResponse is the part of a search response we use.
 type searchResponse struct {
 	docs         []*sources.Doc
+	sorts        [][]any // each hit's sort values; nil for an unsorted hit
 	total        int
 	hasTotal     bool
 	aggregations *sources.Doc
+	pitID        string // the point in time to search next, when one was searched
 }
 
 // parseSearch reads a 200 search response: documents from hits.hits in
@@ -46,14 +48,19 @@ func parseSearch(data []byte) (*searchResponse, error) {
 		return nil, fmt.Errorf("malformed search response: hits.hits is not an array")
 	}
 	r.docs = make([]*sources.Doc, 0, len(arr))
+	r.sorts = make([][]any, 0, len(arr))
 	for _, h := range arr {
 		hit, ok := h.(*sources.Doc)
 		if !ok || hit == nil {
 			return nil, fmt.Errorf("malformed search response: a hit is not an object")
 		}
 		r.docs = append(r.docs, docOf(hit))
+		sort, _ := hit.Get("sort")
+		values, _ := sort.([]any)
+		r.sorts = append(r.sorts, values)
 	}
 	r.aggregations, _ = root.Doc("aggregations")
+	r.pitID, _ = root.String("pit_id")
 	return r, nil
 }
 
@@ -177,6 +184,8 @@ type esError struct {
 	typ, reason string
 	causes      []string // "type: reason" of root causes and shard failures
 	noMapping   bool     // a sort on a field the index does not map
+	// contextMissing: a search context (a point in time) is no more.
+	contextMissing bool
 }
 
 // parseError reads an error body, as much as it can.
@@ -224,6 +233,9 @@ func (e *esError) cause(d *sources.Doc) {
 	r, _ := d.String("reason")
 	if strings.HasPrefix(r, "No mapping found for [") && strings.HasSuffix(r, "] in order to sort on") {
 		e.noMapping = true
+	}
+	if t == "search_context_missing_exception" {
+		e.contextMissing = true
 	}
 	if c := strings.TrimPrefix(t+": "+r, ": "); c != "" && len(e.causes) < 4 && !slices.Contains(e.causes, c) {
 		e.causes = append(e.causes, c)

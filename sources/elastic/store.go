@@ -2,7 +2,9 @@ package elastic
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
@@ -25,19 +28,31 @@ import (
 type Options struct {
 	Index   string           // ELASTICSEARCH_INDEX: the index prefix, e.g. "superdesk"
 	Timeout time.Duration    // per request; 0 means DefaultTimeout
-	Queries *metrics.Queries // counts backend "elastic", op "search"
+	Queries *metrics.Queries // counts backend "elastic", op "search" (and "pit")
 	Logger  *slog.Logger     // nil discards
+	// PITKeepAlive is how long a cursor walk's point in time lives
+	// between two pages (Elasticsearch 8 walks of resources without a
+	// Tiebreaker); 0 means DefaultPITKeepAlive.
+	PITKeepAlive time.Duration
+	// Now is the clock a point in time's expiry is told by; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // A Store reads lists and enrichment lookups from Superdesk's
 // Elasticsearch indexes, <Index>_<collection>. It satisfies
 // sources.SearchStore. It is safe for concurrent use.
 type Store struct {
-	client  *elasticsearch.Client
-	prefix  string
-	timeout time.Duration
-	queries *metrics.Queries
-	log     *slog.Logger
+	client    *elasticsearch.Client
+	prefix    string
+	timeout   time.Duration
+	queries   *metrics.Queries
+	log       *slog.Logger
+	keepAlive time.Duration
+	now       func() time.Time
+
+	// major is the server's major version, once known (GET /).
+	major atomic.Int32
 
 	// missing remembers the indexes already reported absent, so a fresh
 	// newsroom logs one warning per index, not one per request.
@@ -61,9 +76,13 @@ const lookupMax = 10000
 // New returns a Store that uses client. It does no I/O: a Store made while
 // Elasticsearch is down works once it is back.
 func New(client *elasticsearch.Client, opts Options) *Store {
-	s := &Store{client: client, prefix: opts.Index, timeout: opts.Timeout, queries: opts.Queries, log: opts.Logger}
+	s := &Store{client: client, prefix: opts.Index, timeout: opts.Timeout, queries: opts.Queries, log: opts.Logger,
+		keepAlive: cmp.Or(opts.PITKeepAlive, DefaultPITKeepAlive), now: opts.Now}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -87,18 +106,26 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	if q.Search == nil {
 		return nil, fmt.Errorf("elastic: search %s: no search body", q.Resource.Name)
 	}
-	r, err := s.search(ctx, "search", q.Resource.Collection, codec.AppendJSON(nil, q.Search))
+	if q.Cursor != nil {
+		return s.walk(ctx, q)
+	}
+	r, err := s.search(ctx, "search", q.Resource.Collection, codec.AppendJSON(nil, q.Search), false)
 	if err != nil {
 		return nil, err
 	}
+	return r.result(q.Search), nil
+}
+
+// result is the page a response gives.
+func (r *searchResponse) result(body *sources.Doc) *sources.Result {
 	total := r.total
 	if !r.hasTotal {
 		// track_total_hits was off: count what we can see.
-		from, _ := q.Search.Get("from")
+		from, _ := body.Get("from")
 		n, _ := from.(int64)
 		total = min(int(n)+len(r.docs), sources.MaxTotal)
 	}
-	return &sources.Result{Docs: r.docs, Total: total, Aggregations: r.aggregations}, nil
+	return &sources.Result{Docs: r.docs, Total: total, Aggregations: r.aggregations}
 }
 
 // Lookup finds the documents of l.Collection whose l.Field is one of
@@ -115,7 +142,7 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, e
 	if n == 0 {
 		return []*sources.Doc{}, nil
 	}
-	r, err := s.search(ctx, "lookup", l.Collection, body)
+	r, err := s.search(ctx, "lookup", l.Collection, body, false)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +215,9 @@ func (s *Store) index(collection string) string { return IndexName(s.prefix, col
 
 // search POSTs body to /<index>/_search under the store's timeout and
 // reads the answer. op names the caller for errors ("search", "lookup").
-func (s *Store) search(ctx context.Context, op, collection string, body []byte) (*searchResponse, error) {
+// A search of a point in time (pit) goes to /_search: the point in time
+// names its index.
+func (s *Store) search(ctx context.Context, op, collection string, body []byte, pit bool) (*searchResponse, error) {
 	index := s.index(collection)
 	if !validIndex(index) {
 		return nil, fmt.Errorf("elastic: %s: invalid index name %q", op, index)
@@ -199,7 +228,10 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte) 
 	defer cancel()
 	// Instrument: a span per search when the client was given
 	// OpenTelemetry instrumentation (main does so when tracing).
-	req := esapi.SearchRequest{Index: []string{index}, Body: bytes.NewReader(body), Instrument: s.client.InstrumentationEnabled()}
+	req := esapi.SearchRequest{Body: bytes.NewReader(body), Instrument: s.client.InstrumentationEnabled()}
+	if !pit {
+		req.Index = []string{index}
+	}
 	res, err := req.Do(tctx, s.client)
 	if err != nil {
 		return nil, transportError(ctx, tctx, op, index, err)
@@ -245,6 +277,10 @@ func (s *Store) statusError(ctx context.Context, op, index string, status int, d
 		return &searchResponse{docs: []*sources.Doc{}, hasTotal: true}, nil
 	case status == http.StatusBadRequest && e.noMapping:
 		return &searchResponse{docs: []*sources.Doc{}, hasTotal: true}, nil
+	case e.contextMissing:
+		// A cursor walk's point in time has expired (or its node has
+		// restarted): the client starts the walk again.
+		return nil, &Error{Op: op, Index: index, Status: status, Type: e.typ, Reason: e.text(), Kind: sources.ErrCursor}
 	}
 	return nil, &Error{Op: op, Index: index, Status: status, Type: e.typ, Reason: e.text(), Kind: statusKind(status, e.typ)}
 }
@@ -253,20 +289,35 @@ func (s *Store) statusError(ctx context.Context, op, index string, status int, d
 // fails with ErrUnavailable or ErrTimeout when Elasticsearch cannot be
 // reached, answers with an error or is not Elasticsearch.
 func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.info(ctx, "ping")
+	return err
+}
+
+// info asks the cluster for its root document and remembers the
+// server's major version from it.
+func (s *Store) info(ctx context.Context, op string) ([]byte, error) {
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req := esapi.InfoRequest{}
 	res, err := req.Do(tctx, s.client)
 	if err != nil {
-		return transportError(ctx, tctx, "ping", "", err)
+		return nil, transportError(ctx, tctx, op, "", err)
 	}
 	defer res.Body.Close()
 	data, _ := readBounded(res.Body, maxErrorResponse)
 	if res.IsError() {
 		e := parseError(data)
-		return &Error{Op: "ping", Status: res.StatusCode, Type: e.typ, Reason: e.text(), Kind: sources.ErrUnavailable}
+		return nil, &Error{Op: op, Status: res.StatusCode, Type: e.typ, Reason: e.text(), Kind: sources.ErrUnavailable}
 	}
-	return nil
+	var root struct {
+		Version struct{ Number string } `json:"version"`
+	}
+	if json.Unmarshal(data, &root) == nil {
+		if major, _, ok := majorMinor(root.Version.Number); ok && major > 0 {
+			s.major.Store(int32(major))
+		}
+	}
+	return data, nil
 }
 
 var errTooLarge = errors.New("response too large")

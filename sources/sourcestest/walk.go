@@ -55,7 +55,7 @@ func walkCases() []walkCase {
 		{name: "items by a number some lack", resource: "items", ordered: true,
 			body: `{"query": {"bool": {}}, "sort": [{"urgency": {"order": "desc"}}], "track_total_hits": 10000}`, sizes: []int{1, 5}},
 		{name: "items by a keyword some lack", resource: "items", ordered: true,
-			body: `{"query": {"bool": {}}, "sort": [{"slugline": {"order": "asc", "missing": "_first"}}], "track_total_hits": 10000}`, sizes: []int{1}},
+			body: `{"query": {"bool": {}}, "sort": [{"assignment_id": {"order": "asc", "missing": "_first"}}], "track_total_hits": 10000}`, sizes: []int{1}},
 		{name: "items of a query", resource: "items", ordered: true,
 			body:  `{"query": {"bool": {"filter": [{"term": {"state": {"value": "published"}}}]}}, "sort": [{"_updated": {"order": "asc"}}], "track_total_hits": 10000}`,
 			sizes: []int{1, 3}},

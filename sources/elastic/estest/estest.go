@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"maps"
@@ -24,6 +25,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -69,12 +71,13 @@ func (v Version) sendsProductHeader() bool {
 const OpenSearch = "OpenSearch"
 
 // A SearchFunc evaluates a search body over the documents of an index,
-// as sandbox.Search does: the page of hits (after from and size, in sort
-// order, _source filtering applied, _id a string), the number of matches
-// (exact when the body's track_total_hits is true) and the aggregations.
-// An error wrapping sources.ErrInvalid is answered as Elasticsearch
-// answers a query it cannot run (400).
-type SearchFunc func(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sources.Result, error)
+// as sandbox.SearchSorted does: the page of hits (after search_after,
+// from and size, in sort order, _source filtering applied, _id a
+// string), the number of matches (exact when the body's track_total_hits
+// is true), the aggregations, and each hit's sort values. An error
+// wrapping sources.ErrInvalid is answered as Elasticsearch answers a
+// query it cannot run (400).
+type SearchFunc func(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sources.Result, [][]any, error)
 
 // Options configure a fake.
 type Options struct {
@@ -86,8 +89,8 @@ type Options struct {
 	// collection is a key, even with no documents; others answer 404
 	// index_not_found_exception, as a fresh cluster does.
 	Docs map[string][]*sources.Doc
-	// Search evaluates queries; nil means sandbox.Search, the sandbox's
-	// Elasticsearch evaluator.
+	// Search evaluates queries; nil means sandbox.SearchSorted, the
+	// sandbox's Elasticsearch evaluator.
 	Search SearchFunc
 	// Now is the clock for date math; nil means time.Now.
 	Now func() time.Time
@@ -156,8 +159,18 @@ type Server struct {
 
 	mu       sync.Mutex
 	indexes  map[string][]*sources.Doc
+	pits     map[string]*pointInTime
+	pitSeq   int
 	requests []Request
 	faults   []fault
+}
+
+// A pointInTime is an open point in time: the documents of its index as
+// they were when it opened, until it expires.
+type pointInTime struct {
+	index   string
+	docs    []*sources.Doc
+	expires time.Time
 }
 
 type fault struct {
@@ -175,7 +188,7 @@ func New(t testing.TB, opts Options) *Server {
 		opts.Prefix = "superdesk"
 	}
 	if opts.Search == nil {
-		opts.Search = sandbox.Search
+		opts.Search = sandbox.SearchSorted
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -183,7 +196,8 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.Mappings == nil {
 		opts.Mappings = essrc.IndexMappings()
 	}
-	s := &Server{opts: opts, stop: make(chan struct{}), indexes: map[string][]*sources.Doc{}, text: map[string]map[string]bool{}}
+	s := &Server{opts: opts, stop: make(chan struct{}), indexes: map[string][]*sources.Doc{}, text: map[string]map[string]bool{},
+		pits: map[string]*pointInTime{}}
 	for c, body := range opts.Mappings {
 		fields, err := textFields(body)
 		if err != nil {
@@ -340,8 +354,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.write(w, r, 200, s.rootInfo())
 	case path == "_cluster/health" && r.Method == http.MethodGet:
 		s.write(w, r, 200, []byte(clusterHealth))
+	case path == "_search" && (r.Method == http.MethodPost || r.Method == http.MethodGet):
+		s.search(w, r, "", body, reply)
 	case strings.HasSuffix(path, "/_search") && (r.Method == http.MethodPost || r.Method == http.MethodGet):
 		s.search(w, r, strings.TrimSuffix(path, "/_search"), body, reply)
+	case strings.HasSuffix(path, "/_pit") && r.Method == http.MethodPost:
+		s.openPIT(w, r, strings.TrimSuffix(path, "/_pit"))
 	default:
 		s.writeError(w, r, 405, "", fmt.Sprintf("Incorrect HTTP method for uri [%s] and method [%s]", r.URL.Path, r.Method), nil)
 	}
@@ -495,15 +513,9 @@ func ErrorBody(status int, typ, reason string, extra *sources.Doc) []byte {
 	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(status)))
 }
 
+// search answers a search of an index, or of the point in time the
+// body names (index "": POST /_search).
 func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, body []byte, reply Reply) {
-	s.mu.Lock()
-	docs, ok := s.indexes[index]
-	docs = slices.Clone(docs)
-	s.mu.Unlock()
-	if !ok {
-		s.write(w, r, 404, IndexNotFound(index))
-		return
-	}
 	var req *sources.Doc
 	if len(bytes.TrimSpace(body)) > 0 {
 		v, err := codec.DecodeJSON(body, codec.DecodeOptions{})
@@ -513,6 +525,26 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 			return
 		}
 		req = d
+	}
+	docs, index, pitID, refusal := s.searched(index, req)
+	if refusal != nil {
+		s.write(w, r, refusal.status, refusal.body)
+		return
+	}
+	if s.opts.Version.Major() >= 8 && slices.ContainsFunc(sortKeys(req), func(k sortKey) bool { return k.field == "_id" }) {
+		s.write(w, r, 400, IDFieldData(index))
+		return
+	}
+	if after, ok := req.Get("search_after"); ok {
+		if a, _ := after.([]any); len(a) != len(sortKeys(req)) {
+			s.write(w, r, 400, shardFailure(index, 400, sources.D("type", "illegal_argument_exception",
+				"reason", fmt.Sprintf("search_after has %d value(s) but sort has %d.", len(a), len(sortKeys(req))))))
+			return
+		}
+	}
+	if pitID == "" && slices.ContainsFunc(sortKeys(req), func(k sortKey) bool { return k.field == "_shard_doc" }) {
+		s.write(w, r, 400, ErrorBody(400, "illegal_argument_exception", "[_shard_doc] sort field cannot be used without [point in time]", nil))
+		return
 	}
 	if field := textField(s.text[index], req); field != "" {
 		s.write(w, r, 400, FieldData(index, field))
@@ -529,12 +561,109 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 		exact = sources.NewDoc()
 	}
 	exact.Set("track_total_hits", true)
-	res, err := s.opts.Search(docs, exact, s.opts.Now())
+	exact.Delete("pit")
+	res, sorts, err := s.opts.Search(docs, exact, s.opts.Now())
 	if err != nil {
 		s.write(w, r, 400, ParsingError(err.Error()))
 		return
 	}
-	s.write(w, r, 200, s.response(index, req, res, reply))
+	resp := s.response(index, req, res, sorts, reply)
+	if pitID != "" {
+		resp.Set("pit_id", pitID)
+	}
+	s.write(w, r, 200, codec.AppendJSON(nil, resp))
+}
+
+// A refusal is an error answer, status and body.
+type refusal struct {
+	status int
+	body   []byte
+}
+
+// searched returns the documents a search reads: its index's, or those
+// of the point in time its body names, whose keep-alive it renews.
+func (s *Server) searched(index string, req *sources.Doc) (docs []*sources.Doc, in, pitID string, r *refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	spec, _ := req.Doc("pit")
+	if spec == nil {
+		docs, ok := s.indexes[index]
+		if !ok {
+			return nil, "", "", &refusal{404, IndexNotFound(index)}
+		}
+		return slices.Clone(docs), index, "", nil
+	}
+	if index != "" {
+		return nil, "", "", &refusal{400, ErrorBody(400, "action_request_validation_exception",
+			"Validation Failed: 1: [indices] cannot be used with point in time. Do not specify any index with point in time.;", nil)}
+	}
+	id, _ := spec.String("id")
+	p, ok := s.pits[id]
+	if !ok || !s.opts.Now().Before(p.expires) {
+		delete(s.pits, id)
+		return nil, "", "", &refusal{404, SearchContextMissing(id)}
+	}
+	if ka, ok := spec.String("keep_alive"); ok {
+		d, err := parseKeepAlive(ka)
+		if err != nil {
+			return nil, "", "", &refusal{400, ParsingError(err.Error())}
+		}
+		p.expires = s.opts.Now().Add(d)
+	}
+	return p.docs, p.index, id, nil
+}
+
+// openPIT opens a point in time on an index (POST /<index>/_pit).
+func (s *Server) openPIT(w http.ResponseWriter, r *http.Request, index string) {
+	d, err := parseKeepAlive(r.URL.Query().Get("keep_alive"))
+	if err != nil {
+		s.write(w, r, 400, ParsingError(err.Error()))
+		return
+	}
+	s.mu.Lock()
+	docs, ok := s.indexes[index]
+	var id string
+	if ok {
+		s.pitSeq++
+		id = base64.URLEncoding.EncodeToString(fmt.Appendf(nil, "pit-%d-%s", s.pitSeq, index))
+		s.pits[id] = &pointInTime{index: index, docs: slices.Clone(docs), expires: s.opts.Now().Add(d)}
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.write(w, r, 404, IndexNotFound(index))
+		return
+	}
+	s.write(w, r, 200, codec.AppendJSON(nil, sources.D("id", id)))
+}
+
+// ExpirePITs forgets every open point in time, as a node restart does.
+func (s *Server) ExpirePITs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.pits)
+}
+
+// OpenPITs returns the number of points in time open (expired or not).
+func (s *Server) OpenPITs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pits)
+}
+
+// parseKeepAlive reads a keep-alive in Elasticsearch's time units (ms, s,
+// m, h, d).
+func parseKeepAlive(v string) (time.Duration, error) {
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			if i, err := strconv.ParseInt(n, 10, 64); err == nil && i > 0 {
+				return time.Duration(i) * u.unit, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("failed to parse setting [keep_alive] with value [%s] as a time value", v)
 }
 
 // response renders a search response as a real node does (checked
@@ -544,7 +673,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, index string, bo
 // the _source filter leaves it out; none when the body says "_source":
 // false) and, when sorted, sort; the total as track_total_hits asks;
 // max_score null when sorted or empty; the aggregations.
-func (s *Server) response(index string, req *sources.Doc, res *sources.Result, reply Reply) []byte {
+func (s *Server) response(index string, req *sources.Doc, res *sources.Result, sorts [][]any, reply Reply) *sources.Doc {
 	shards := sources.D("total", int64(1), "successful", int64(1), "skipped", int64(0), "failed", int64(0))
 	if n := int64(reply.FailedShards); n > 0 {
 		shards = sources.D("total", n+1, "successful", int64(1), "skipped", int64(0), "failed", n)
@@ -559,7 +688,7 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 	srcSpec, _ := req.Get("_source")
 	withResource := keepsResource(srcSpec)
 	list := make([]any, 0, len(res.Docs))
-	for _, h := range res.Docs {
+	for i, h := range res.Docs {
 		hit := sources.D("_index", index)
 		if s.opts.Version.Major() == 7 {
 			hit.Set("_type", "_doc")
@@ -584,8 +713,8 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 			}
 			hit.Set("_source", src)
 		}
-		if sorted {
-			hit.Set("sort", sortValues(h, req))
+		if sorted && i < len(sorts) {
+			hit.Set("sort", sorts[i])
 		}
 		list = append(list, hit)
 	}
@@ -603,7 +732,7 @@ func (s *Server) response(index string, req *sources.Doc, res *sources.Result, r
 	if res.Aggregations != nil {
 		resp.Set("aggregations", res.Aggregations)
 	}
-	return codec.AppendJSON(nil, resp)
+	return resp
 }
 
 // sortsByScore reports whether the body's sort has a _score key: then
@@ -680,109 +809,6 @@ func asList(v any) []any {
 		return l
 	}
 	return []any{v}
-}
-
-// sortValues are the "sort" values of a hit, as Elasticsearch adds them
-// to every hit of a sorted search: dates as epoch milliseconds, ObjectIDs
-// as their hex, booleans as 0 or 1, strings and numbers as they are; of
-// an array, the least (ascending) or the greatest (descending) value;
-// null when the document has none (Elasticsearch writes null for a
-// keyword and Long.MIN/MAX_VALUE for a number or date; the fake has no
-// mapping to tell them apart, and prodapi reads none of them).
-func sortValues(h *sources.Doc, req *sources.Doc) []any {
-	keys := sortKeys(req)
-	out := make([]any, 0, len(keys))
-	for _, k := range keys {
-		field, desc := k.field, false
-		switch o := k.opts.(type) {
-		case string:
-			desc = o == "desc"
-		case *sources.Doc:
-			order, _ := o.Get("order")
-			desc = order == "desc"
-		}
-		if field == "_score" {
-			out = append(out, 1.0)
-			continue
-		}
-		path := strings.TrimSuffix(strings.TrimSuffix(field, ".keyword"), ".raw")
-		var best any
-		for _, v := range valuesAt(h, strings.Split(path, ".")) {
-			v = sortValue(v)
-			if v == nil {
-				continue
-			}
-			if best == nil || (lessSortValue(v, best) != desc) {
-				best = v
-			}
-		}
-		out = append(out, best)
-	}
-	return out
-}
-
-func valuesAt(v any, path []string) []any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case []any:
-		var out []any
-		for _, e := range x {
-			out = append(out, valuesAt(e, path)...)
-		}
-		return out
-	case *sources.Doc:
-		if len(path) == 0 {
-			return nil
-		}
-		next, _ := x.Get(path[0])
-		return valuesAt(next, path[1:])
-	}
-	if len(path) == 0 {
-		return []any{v}
-	}
-	return nil
-}
-
-func sortValue(v any) any {
-	switch x := v.(type) {
-	case time.Time:
-		return x.UnixMilli()
-	case bool:
-		if x {
-			return int64(1)
-		}
-		return int64(0)
-	case sources.ObjectID:
-		s, _ := sources.IDString(x)
-		return s
-	case string, int64, float64, int32:
-		return x
-	}
-	return nil
-}
-
-func lessSortValue(a, b any) bool {
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x < y
-	case int64:
-		switch y := b.(type) {
-		case int64:
-			return x < y
-		case float64:
-			return float64(x) < y
-		}
-	case float64:
-		switch y := b.(type) {
-		case int64:
-			return x < float64(y)
-		case float64:
-			return x < y
-		}
-	}
-	return false
 }
 
 // textFields returns the paths of the text fields of a create-index body
@@ -864,7 +890,7 @@ func unmappedSort(docs []*sources.Doc, req *sources.Doc) string {
 			continue
 		}
 		field := k.field
-		if field == "" || field == "_score" || field == "_doc" {
+		if field == "" || field == "_score" || field == "_doc" || field == "_shard_doc" {
 			continue
 		}
 		path := strings.TrimSuffix(strings.TrimSuffix(field, ".keyword"), ".raw")
@@ -951,12 +977,36 @@ func FieldData(index, field string) []byte {
 	reason := "Text fields are not optimised for operations that require per-document field data like aggregations and sorting, " +
 		"so these operations are disabled by default. Please use a keyword field instead. Alternatively, set fielddata=true on [" +
 		field + "] in order to load field data by uninverting the inverted index. Note that this can use significant memory."
-	cause := sources.D("type", "illegal_argument_exception", "reason", reason)
+	return shardFailure(index, 400, sources.D("type", "illegal_argument_exception", "reason", reason))
+}
+
+// IDFieldData is Elasticsearch 8's answer to a sort on _id, whose
+// fielddata it no longer loads by default.
+func IDFieldData(index string) []byte {
+	cause := sources.D("type", "illegal_argument_exception", "reason", "Fielddata access on the _id field is disallowed, "+
+		"you can re-enable it by updating the dynamic cluster setting: indices.id_field_data.enabled")
+	return shardFailure(index, 400, cause)
+}
+
+// SearchContextMissing is the 404 of a search of a point in time that
+// has expired, or that no node knows.
+func SearchContextMissing(id string) []byte {
+	cause := sources.D("type", "search_context_missing_exception", "reason", "No search context found for id ["+id+"]")
+	return shardFailure("", 404, cause)
+}
+
+// shardFailure is a search_phase_execution_exception of status whose
+// every shard failed with cause.
+func shardFailure(index string, status int64, cause *sources.Doc) []byte {
+	var in any = index
+	if index == "" {
+		in = nil
+	}
 	e := sources.D("root_cause", []any{cause},
 		"type", "search_phase_execution_exception", "reason", "all shards failed", "phase", "query", "grouped", true,
-		"failed_shards", []any{sources.D("shard", int64(0), "index", index, "node", "dKzpvp0QTNqKlPOs8xBOrw", "reason", cause.Clone())},
+		"failed_shards", []any{sources.D("shard", int64(0), "index", in, "node", "dKzpvp0QTNqKlPOs8xBOrw", "reason", cause.Clone())},
 		"caused_by", cause.Clone())
-	return codec.AppendJSON(nil, sources.D("error", e, "status", int64(400)))
+	return codec.AppendJSON(nil, sources.D("error", e, "status", status))
 }
 
 // Rejected is the 429 of a full search queue.
