@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -153,5 +154,43 @@ func TestKeyMemo(t *testing.T) {
 				t.Fatalf("of(q) = %s, want %s", got, want)
 			}
 		}
+	}
+}
+
+// Pages of a cursor walk are keyed by their cursor like any parameter:
+// the same cursor twice shares an entry, another cursor (or none) does
+// not, and a long cursor makes a hashed key of bounded length.
+func TestKeyOfAWalk(t *testing.T) {
+	items := resource(t, "items")
+	cursors, err := query.NewCursors([]byte("a secret of the fleet's, at least thirty-two bytes"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := func(raw string) *sources.Query {
+		t.Helper()
+		q, err := cursors.Parse(items, "", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	first := parse("cursor=")
+	if Key(first) != Key(parse("cursor=")) || Key(first) == Key(parse("")) {
+		t.Errorf("first pages: %s, %s, plain list %s", Key(first), Key(parse("cursor=")), Key(parse("")))
+	}
+	long, err := first.Cursor.Seal(sources.Position{Values: []any{strings.Repeat("headline ", 200), "urn:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := first.Cursor.Seal(sources.Position{Values: []any{"a", "urn:2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key(parse("cursor=" + long))
+	if k != Key(parse("cursor="+long)) || k == Key(parse("cursor="+other)) || k == Key(first) {
+		t.Errorf("keys of cursors: %s", k)
+	}
+	if len(long) < 1000 || len(k) > 256 {
+		t.Errorf("a cursor of %d bytes makes a key of %d: %s", len(long), len(k), k)
 	}
 }
