@@ -59,6 +59,9 @@ type Config struct {
 	AuthEnabled bool          // PRODAPI_AUTH_ENABLED
 	AuthLeeway  time.Duration // AUTH_LEEWAY
 	Audience    string        // PRODAPI_AUDIENCE
+	// CursorSecret seals list cursors (PRODAPI_CURSOR_SECRET); empty:
+	// AUTH_SERVER_SHARED_SECRET's (see CursorKey).
+	CursorSecret Secret
 
 	Debug bool // DEBUG: debug-level logs
 	// AccessLogHits is the share of cache hits the access log writes a
@@ -155,6 +158,16 @@ type ObjStore struct {
 	ACL             string        // OBJSTORE_OBJECT_ACL: used on writes only; accepted, unused
 	EndpointURL     string        // OBJSTORE_ENDPOINT_URL: S3-compatible endpoint (MinIO); "" means AWS
 	URLLifetime     time.Duration // PRODAPI_ASSET_URL_LIFETIME: presigned URL lifetime
+}
+
+// CursorKey is the secret list cursors are sealed with, the same on
+// every replica given the same configuration: PRODAPI_CURSOR_SECRET, or
+// else AUTH_SERVER_SHARED_SECRET (cursors derive a key of their own from
+// it). None: ok is false, and the server makes a secret of its own, so
+// cursors fail after a restart and on other replicas.
+func (c Config) CursorKey() (secret []byte, ok bool) {
+	s := cmp.Or(c.CursorSecret, c.Secret)
+	return []byte(s), s != ""
 }
 
 // Enabled reports whether media are read from object storage.
@@ -289,6 +302,7 @@ func LoadFrom(e Env) (Config, error) {
 		URLPrefix: strings.Trim(cmp.Or(getenv("PRODAPI_URL_PREFIX"), defaultURLPrefix), "/"),
 		Secret:    Secret(getenv("AUTH_SERVER_SHARED_SECRET")),
 
+		CursorSecret:       Secret(getenv("PRODAPI_CURSOR_SECRET")),
 		AuthEnabled:        p.bool("PRODAPI_AUTH_ENABLED", true),
 		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
 		Audience:           getenv("PRODAPI_AUDIENCE"),
@@ -363,6 +377,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.AuthEnabled && c.Secret == "" {
 		p.errorf("AUTH_SERVER_SHARED_SECRET is empty while PRODAPI_AUTH_ENABLED is true: set the secret Superdesk's auth server signs tokens with, or PRODAPI_AUTH_ENABLED=false for an open API")
+	}
+	if c.CursorSecret != "" && len(c.CursorSecret) < MinSecretLength {
+		p.errorf("PRODAPI_CURSOR_SECRET is shorter than %d bytes: a short secret would let cursors be forged", MinSecretLength)
 	}
 	if c.MaxConns < 1 {
 		p.errorf("PRODAPI_MAX_CONNS %d must be at least 1", c.MaxConns)

@@ -136,14 +136,14 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"MONGO_URI", "postgres://x", "ELASTICSEARCH_URL", "localhost:9200", "REDIS_URL", "memcache://x",
 		"AUTH_LEEWAY", "5m", "PRODAPI_CACHE_STALE", "-1s", "PRODAPI_URL_PREFIX", "a b",
 		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m", "PRODAPI_MAX_CONNS", "0",
-		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4",
+		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 	))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
-		"PRODAPI_TRUSTED_PROXY_HEADER"} {
+		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}
@@ -173,20 +173,45 @@ func TestStrtobool(t *testing.T) {
 func TestSecretsNeverPrint(t *testing.T) {
 	c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "OBJSTORE_SECRET_ACCESS_KEY", "s3-secret-value",
 		"OBJSTORE_ACCESS_KEY_ID", "AKIAEXAMPLEKEY", "MONGO_URI", "mongodb://admin:mongo-password@db:27017/superdesk",
-		"REDIS_URL", "redis://:redis-password@cache:6379/0", "ELASTICSEARCH_URL", "https://elastic:es-password@es:9200"))
+		"REDIS_URL", "redis://:redis-password@cache:6379/0", "ELASTICSEARCH_URL", "https://elastic:es-password@es:9200",
+		"PRODAPI_CURSOR_SECRET", "cursor-secret-value-of-thirty-two-bytes"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", c, "secret", c.Secret)
 	out := buf.String() + fmt.Sprint(c.Secret, c.MongoURI, c.Cache.RedisURL, c.ElasticURL, c.ObjStore.SecretAccessKey)
-	for _, leak := range []string{secret, "s3-secret-value", "AKIAEXAMPLEKEY", "mongo-password", "redis-password", "es-password"} {
+	for _, leak := range []string{secret, "s3-secret-value", "AKIAEXAMPLEKEY", "mongo-password", "redis-password", "es-password", "cursor-secret-value"} {
 		if strings.Contains(out, leak) {
 			t.Errorf("%q printed:\n%s", leak, out)
 		}
 	}
 	if !strings.Contains(out, "db:27017/superdesk") || !strings.Contains(out, "[redacted]") {
 		t.Errorf("redacted config lost its useful parts:\n%s", out)
+	}
+}
+
+// Cursors are sealed with PRODAPI_CURSOR_SECRET, else with the token
+// secret (an install with auth off may have neither).
+func TestCursorKey(t *testing.T) {
+	own := strings.Repeat("c", 32)
+	for _, tc := range []struct {
+		env  []string
+		want string
+		ok   bool
+	}{
+		{[]string{"AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_CURSOR_SECRET", own}, own, true},
+		{[]string{"AUTH_SERVER_SHARED_SECRET", secret}, secret, true},
+		{[]string{"PRODAPI_AUTH_ENABLED", "false", "PRODAPI_CURSOR_SECRET", own}, own, true},
+		{[]string{"PRODAPI_AUTH_ENABLED", "false"}, "", false},
+	} {
+		c, err := Load(envOf(tc.env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := c.CursorKey(); string(got) != tc.want || ok != tc.ok {
+			t.Errorf("%v: CursorKey() = %q, %v; want %q, %v", tc.env, got, ok, tc.want, tc.ok)
+		}
 	}
 }
 

@@ -146,6 +146,11 @@ func serve(ctx context.Context, e env, args []string) error {
 	if !cfg.AuthEnabled {
 		logger.Warn("authentication is disabled (PRODAPI_AUTH_ENABLED=false): the API is open to anyone who can reach it")
 	}
+	cursorKey, shared := cfg.CursorKey()
+	if !shared {
+		logger.Warn("neither PRODAPI_CURSOR_SECRET nor AUTH_SERVER_SHARED_SECRET is set: list cursors are sealed with a key " +
+			"of this process's own, so they fail after a restart and on any other replica")
+	}
 
 	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, build.Version)
 	if err != nil {
@@ -257,6 +262,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		AccessLogHits:      &cfg.AccessLogHits,
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
 		Tracer:             tracer,
+		CursorSecret:       cursorKey,
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
