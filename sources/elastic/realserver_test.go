@@ -53,7 +53,8 @@ func realNode(t *testing.T, prefix string, docs func() (map[string][]*sources.Do
 // seedIndexes loads docs as prodapi-seed does: for each collection with
 // a mapping, PUT /<prefix>_<collection> with IndexMappings, then _bulk
 // with _id as a string and _source the document without _id plus
-// _resource, in ascending _id order, then refresh and check the count.
+// _resource, in ascending _id order and chunks of bulkChunk, then
+// refresh.
 func seedIndexes(url, prefix string, docs map[string][]*sources.Doc) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -73,31 +74,40 @@ func seedIndexes(url, prefix string, docs map[string][]*sources.Doc) error {
 		sorted := slices.Clone(list)
 		idOf := func(d *sources.Doc) string { v, _ := d.Get("_id"); s, _ := sources.IDString(v); return s }
 		slices.SortStableFunc(sorted, func(a, b *sources.Doc) int { return strings.Compare(idOf(a), idOf(b)) })
-		var body []byte
-		for _, d := range sorted {
-			src := sources.NewDoc()
-			for k, v := range d.All() {
-				if k != "_id" {
-					src.Set(k, v)
+		for chunk := range slices.Chunk(sorted, bulkChunk) {
+			var body []byte
+			for _, d := range chunk {
+				src := sources.NewDoc()
+				for k, v := range d.All() {
+					if k != "_id" {
+						src.Set(k, v)
+					}
 				}
+				src.Set("_resource", c)
+				body = codec.AppendJSON(body, sources.D("index", sources.D("_index", index, "_id", idOf(d))))
+				body = append(body, '\n')
+				body = codec.AppendJSON(body, src)
+				body = append(body, '\n')
 			}
-			src.Set("_resource", c)
-			body = codec.AppendJSON(body, sources.D("index", sources.D("_index", index, "_id", idOf(d))))
-			body = append(body, '\n')
-			body = codec.AppendJSON(body, src)
-			body = append(body, '\n')
+			res, err := esDo(ctx, http.MethodPost, url+"/_bulk", body)
+			if err != nil {
+				return err
+			}
+			var bulk struct{ Errors bool }
+			if err := json.Unmarshal(res, &bulk); err != nil || bulk.Errors {
+				return fmt.Errorf("bulk into %s: %v %.2000s", index, err, res)
+			}
 		}
-		res, err := esDo(ctx, http.MethodPost, url+"/_bulk?refresh=true", body)
-		if err != nil {
+		if _, err := esDo(ctx, http.MethodPost, url+"/"+index+"/_refresh", nil); err != nil {
 			return err
-		}
-		var bulk struct{ Errors bool }
-		if err := json.Unmarshal(res, &bulk); err != nil || bulk.Errors {
-			return fmt.Errorf("bulk into %s: %v %.2000s", index, err, res)
 		}
 	}
 	return nil
 }
+
+// bulkChunk is how many documents one _bulk request carries: a bounded
+// body, however many documents a test loads.
+const bulkChunk = 1000
 
 func esDo(ctx context.Context, method, url string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
