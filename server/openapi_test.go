@@ -1120,6 +1120,17 @@ func TestOpenAPIResponses(t *testing.T) {
 		expect(do(r.name+" list, page 2", "GET", base+"?"+oaQuery("page", "2", "max_results", "2"), "Authorization", all), 200)
 		expect(do(r.name+" list, projection", "GET", base+"?"+oaQuery("projection", r.projection, "max_results", "3"), "Authorization", all), 200)
 		expect(do(r.name+" list, sort", "GET", base+"?"+oaQuery("sort", "-_updated", "pretty", ""), "Authorization", all), 200)
+		walk := do(r.name+" list, cursor", "GET", base+"?"+oaQuery("cursor", "", "max_results", "2"), "Authorization", all)
+		expect(walk, 200)
+		var page struct {
+			Links struct{ Next struct{ Href string } } `json:"_links"`
+		}
+		if err := json.Unmarshal(walk.body, &page); err != nil || page.Links.Next.Href == "" {
+			t.Fatalf("%s list, cursor: %v %s", r.name, err, walk.body)
+		}
+		expect(do(r.name+" list, next cursor", "GET", oaPrefix+"/"+page.Links.Next.Href, "Authorization", all), 200)
+		expect(do(r.name+" list, cursor and page", "GET", base+"?"+oaQuery("cursor", "", "page", "2"), "Authorization", all), 400)
+		expect(do(r.name+" list, bad cursor", "GET", base+"?"+oaQuery("cursor", "bm90IGEgY3Vyc29y"), "Authorization", all), 400)
 		if res.Search {
 			expect(do(r.name+" list, source", "GET", base+"?"+oaQuery("source", r.source), "Authorization", all), 200)
 			expect(do(r.name+" list, q", "GET", base+"?"+oaQuery("q", "Riverton", "max_results", "2", "page", "2"), "Authorization", all), 200)
