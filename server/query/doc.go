@@ -36,14 +36,17 @@
 //	              search lists: q becomes a lenient query_string (default
 //	              field df, operator AND or OR, default OR); a q wrapped in
 //	              double quotes with df becomes match_phrase on df.
+//	cursor        lists: pages by cursor instead of page (below); empty
+//	              starts a walk. Details ignore it.
 //	embedded      must be a JSON object (else "Unable to parse `embedded`
 //	              clause"); otherwise ignored.
 //	pretty        present: indented output.
 //	aggregations, version, show_deleted, es_highlight: ignored.
 //
-// Every list must stay within the 10000 results Elasticsearch pages
-// through: page × max_results above 10000 is a 400, and so is a search
-// whose from + size (source may set either) is. Details read projection,
+// Every list paged by page must stay within the 10000 results
+// Elasticsearch pages through: page × max_results above 10000 is a 400,
+// and so is a search whose from + size (source may set either) is. A
+// cursor walk has no such wall. Details read projection,
 // pretty and the parameters their links echo (page, max_results, where,
 // sort), validated the same way, and build nothing for the backend.
 //
@@ -146,6 +149,30 @@
 // Unqualified text (q without df, a query_string without fields) searches
 // Elasticsearch's default fields, as it always did.
 //
+// # Cursors
+//
+// A list with a cursor parameter is a walk: Query.Cursor is set, Page is
+// 1 and the backend pages by position (keyset), so a walk has no 10000
+// wall and is not shifted by writes between its pages. cursor= (empty)
+// starts one; each page's next link carries the cursor of the next.
+// Cursors.Parse opens them and gives the query the Seal that makes the
+// next one; Parse, without Cursors, refuses the parameter.
+//
+// A cursor is the URL-safe base64 of a version byte, a random salt and
+// an AES-256-GCM box (cursor.go) sealed under a key derived from the
+// server's secret and the salt with HKDF-SHA256; it holds the expiry
+// (CursorLifetime, 24 hours, or sooner when the backend's position lapses
+// sooner: an Elasticsearch point in time), a hash of the resource and
+// the canonical parameters but cursor and pretty (the binding), and the
+// backend's Position. Refused, as a 400 naming cursor, before any cache or
+// backend call: a cursor that does not open (damaged, made up, sealed
+// under another secret, over 4 KiB), an expired one, one bound to other
+// parameters, cursor with page, and on search lists cursor with source's
+// from or a _score or _doc sort (scores and _doc order move as the index
+// changes). The parameters of a walk must leave room in a link for the
+// next cursor (4 KiB) or the request is a 414; a position too long to
+// seal is a 400 for the page.
+//
 // # Canonical parameters
 //
 // Query.Params holds the keyed parameters (everything but page and
@@ -167,6 +194,7 @@
 //	q, df         as given (df only with q).
 //	default_operator  AND (OR is the default and elided; only with q).
 //	pretty        "".
+//	cursor        as given ("" on a walk's first page).
 //
 // Long forms are longer than short ones: a request whose canonical
 // parameters would no longer fit in a followable link is a 414.

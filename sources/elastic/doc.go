@@ -71,6 +71,21 @@
 // prodapi_source_queries_total{backend="elastic", resource, op="search"},
 // retries included.
 //
+// A page of a cursor walk (q.Cursor, sources.WalkBody) is q.Search with
+// a tiebreaker unique to each document appended to its sort, size one
+// more than the page's (to know whether another page follows) and, past
+// the first page, search_after the last hit's sort values. The
+// tiebreaker is the resource's Tiebreaker (guid: items, planning,
+// events); otherwise _id on 7.x, and on 8.x, which refuses to sort on
+// _id, _shard_doc in a point in time: the first page opens one
+// (POST /<index>/_pit?keep_alive=..., op "pit"), each page searches it at
+// POST /_search with "pit": {"id", "keep_alive"}, renewing it for
+// Options.PITKeepAlive (an hour by default), and the position carries the
+// newest id and when it lapses, so the server refuses a cursor past that
+// before asking. The major version comes from GET / (Ping, or a walk's
+// first need), once. Points in time are never closed: a cached page may
+// still hand out a next link into one; each lapses on its own.
+//
 // Every request runs under Options.Timeout (default 5s). The transport's
 // dial, TLS and response-header timeouts fit inside it, connections per
 // node are capped at 64 (a bulkhead: a slow cluster queues requests
@@ -101,6 +116,7 @@
 //
 //	404 index_not_found_exception          empty result (see below)
 //	400 "No mapping found for [f] in order to sort on"   empty result, as eve-elastic did
+//	search_context_missing_exception (a lapsed point in time)  ErrCursor
 //	400 anything else (parsing_exception, search_phase_execution_exception, ...)  ErrInvalid
 //	413                                     ErrInvalid
 //	408, 504, a deadline (ours or the caller's), a net timeout   ErrTimeout

@@ -77,6 +77,17 @@
 // aggregation refuses, are counted as the $geoWithin shapes MongoDB's
 // manual gives for that.
 //
+// A cursor walk (q.Cursor) pages by position instead of skip: a page is
+// the client's filter ANDed with the documents that sort after the last
+// one served, by the query's keys then _id (walk.go has the filter, which
+// follows MongoDB's cross-type sort exactly), and asks for one document
+// more than it shows, to know whether another page follows. The
+// position is the last document's MongoDB sort keys (sandbox.SortKey).
+// The total is countDocuments on the client's filter, unless a walk's
+// first page holds the whole list. Values the documents decode to other
+// types (Decimal128, binary, regular expressions, timestamps) are walked
+// by what they decode to, which may not be their own order.
+//
 // Lookup finds l.Field in l.Values (both forms of 24-hex strings and
 // ObjectIDs), sorted by l.Sort then _id, at most l.Limit.
 //

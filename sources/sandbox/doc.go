@@ -131,8 +131,10 @@
 // Sort: fields (a .keyword or .raw suffix sorts by the whole string),
 // order, missing _last (default), _first or a value, mode (min for asc
 // and max for desc by default; avg, sum, median on numbers), nested
-// path and filter, _score and _doc; numbers and dates before strings;
-// ties by _id ascending, then load order. Sorting on a field no document
+// path and filter, _score, _doc and _shard_doc (load order); numbers and
+// dates before strings; ties by _id ascending, then load order.
+// search_after starts after the hit of those sort values (SearchSorted
+// gives each hit's: dates as epoch milliseconds, null for no value). Sorting on a field no document
 // has is not an error (ES may say "No mapping found"). from and size
 // (default 10) page; Total counts hits after post_filter, saturated at
 // sources.MaxTotal. post_filter filters hits but not aggregations.
@@ -158,6 +160,19 @@
 // The evaluator receives validated input but never panics on any
 // document: what it cannot evaluate is an error wrapping
 // sources.ErrInvalid.
+//
+// # Cursor walks
+//
+// A list with q.Cursor pages by position. Document lists: the documents
+// that sort after the position by SortDocs's order (the sort's keys,
+// then _id), the position being the last one's keys (SortKey), as the
+// Mongo adapter's filter selects them. Search lists: as the
+// Elasticsearch adapter asks 7.x (sources.WalkBody), ties broken by the
+// resource's Tiebreaker or _id.
+//
+// Match applies the Eve rule to strings, as client filters need;
+// MatchLiteral does not, as MongoDB itself matches what a driver sends
+// (the Mongo adapter's fake uses it).
 //
 // # Queries
 //

@@ -14,6 +14,11 @@
 // aggregations use keyword, numeric and date fields, and every sort is
 // total (no ties left to the backend).
 //
+// The Walk group walks lists by cursor (sources.Cursor), page by page,
+// and compares them with the same list in one page: document lists in
+// exactly its order through missing values, mixed types, arrays and
+// ties; search lists each hit exactly once.
+//
 // Every MongoDB operator and every Elasticsearch query and aggregation
 // type the API accepts (sources/grammar's tables) has at least one case:
 // TestCasesCoverGrammar fails when one has none. Each case has a stable

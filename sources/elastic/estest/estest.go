@@ -7,8 +7,11 @@
 // can be told to fail the way real clusters do: error responses in the
 // servers' own formats, partial results, slowness, refusal. Knowing the
 // index mappings, it refuses sorts and terms aggregations on text fields
-// as Elasticsearch does. sources/elastic's TestFakeAnswersAsReal holds it
-// to a real 7.10.2 node's answers.
+// as Elasticsearch does. It takes search_after, and opens points in time
+// (POST /<index>/_pit) on a snapshot of the index, searched at
+// POST /_search, renewed by each search's keep_alive and lapsing by its
+// clock; as 8.x it refuses to sort on _id. sources/elastic's
+// TestFakeAnswersAsReal holds it to a real 7.10.2 node's answers.
 package estest
 
 import (
