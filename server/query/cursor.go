@@ -279,29 +279,24 @@ func (d *decoder) uint64() uint64 {
 }
 
 func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
+	d.skip(n)
 	return v
 }
 
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
 	v, n := binary.Varint(d.b)
+	d.skip(n)
+	return v
+}
+
+// skip moves past a varint of n bytes; n <= 0 means there was none.
+func (d *decoder) skip(n int) {
 	if n <= 0 {
 		d.fail()
-		return 0
+		return
 	}
 	d.b = d.b[n:]
-	return v
 }
 
 func (d *decoder) string() string {

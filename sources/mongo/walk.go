@@ -2,9 +2,9 @@ package mongo
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/sandbox"
 )
 
 // A document walk pages by keyset: each page is the documents that sort
@@ -76,30 +76,14 @@ const (
 	bracketEmpty = -1 // an empty array's key, before everything
 )
 
-// bracketOf is the sort bracket of a position's value.
+// bracketOf is the sort bracket of a position's value: its type's rank
+// in MongoDB's order, as the sandbox compares them (the brackets above),
+// and bracketEmpty for an empty array's key.
 func bracketOf(v any) int {
-	switch v := v.(type) {
-	case nil:
-		return bracketNull
-	case int64, float64, int32, int:
-		return 2
-	case string:
-		return 3
-	case *sources.Doc:
-		return 4
-	case []any:
-		if len(v) == 0 {
-			return bracketEmpty
-		}
-		return 5
-	case sources.ObjectID:
-		return 7
-	case bool:
-		return 8
-	case time.Time:
-		return 9
+	if a, ok := v.([]any); ok && len(a) == 0 {
+		return bracketEmpty
 	}
-	return 3 // the documents' other values decode to strings
+	return sandbox.TypeRank(v)
 }
 
 // typesBetween are the $type aliases of the brackets from lo to hi,

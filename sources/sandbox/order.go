@@ -299,6 +299,12 @@ func mongoSortKey(d *sources.Doc, path []string, desc bool) any {
 	return best
 }
 
+// TypeRank is v's place in MongoDB's order of types, as SortDocs
+// compares values: null 1, numbers 2, strings 3, documents 4, arrays 5,
+// ObjectIDs 7, booleans 8, dates 9 (6, 10 and 11 are binary data,
+// timestamps and regular expressions, which documents here never hold).
+func TypeRank(v any) int { return rank(normalize(v)) }
+
 // SortKey is the value MongoDB sorts d by on the dotted field (see
 // SortDocs): the smallest element of an array ascending, its largest
 // descending, nil for a missing or null field, and an empty []any for a
