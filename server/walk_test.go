@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/sandbox"
@@ -194,5 +196,35 @@ func TestWalkRefusals(t *testing.T) {
 	t.Cleanup(other.Close)
 	if status, _ := getList(t, other, next); status != 400 {
 		t.Errorf("a server of another secret took the cursor: %d", status)
+	}
+}
+
+// A cursor is judged each time it comes: the same request, accepted
+// once, is refused once its cursor has expired (the parsed-query memo
+// does not keep walks' pages).
+func TestWalkCursorExpiresOnRepeat(t *testing.T) {
+	store, err := sandbox.Sample(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).Unix())
+	clock := func() time.Time { return time.Unix(now.Load(), 0) }
+	ts := httptest.NewServer(server.New(render.New(store, enrich.New(store, enrich.Options{})),
+		server.Options{Now: clock, CursorSecret: []byte("a secret of the fleet's, at least thirty-two bytes")}).Handler())
+	t.Cleanup(ts.Close)
+	_, first := getList(t, ts, "users?max_results=1&cursor=")
+	next := first.Links["next"].Href
+	for range 2 {
+		if status, _ := getList(t, ts, next); status != 200 {
+			t.Fatalf("a fresh cursor: %d", status)
+		}
+	}
+	now.Add(int64((query.CursorLifetime + time.Second).Seconds()))
+	if status, _ := getList(t, ts, next); status != 400 {
+		t.Errorf("the same cursor past its lifetime: %d, want 400", status)
+	}
+	if status, _ := getList(t, ts, "users?max_results=1&cursor="); status != 200 {
+		t.Errorf("starting again: %d", status)
 	}
 }
