@@ -69,7 +69,9 @@
 // result window) when Limit is 0; a lookup with no usable values makes no
 // request. Each Find or Lookup counts one query in
 // prodapi_source_queries_total{backend="elastic", resource, op="search"},
-// retries included.
+// retries included, and a failed one counts in
+// prodapi_source_errors_total{backend="elastic", resource, kind} (see
+// sources.FailureKind), which exists at 0 for every search resource.
 //
 // A page of a cursor walk (q.Cursor, sources.WalkBody) is q.Search with
 // a tiebreaker unique to each document appended to its sort, size one

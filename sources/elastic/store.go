@@ -28,7 +28,7 @@ import (
 type Options struct {
 	Index   string           // ELASTICSEARCH_INDEX: the index prefix, e.g. "superdesk"
 	Timeout time.Duration    // per request; 0 means DefaultTimeout
-	Queries *metrics.Queries // counts backend "elastic", op "search" (and "pit")
+	Queries *metrics.Queries // counts backend "elastic", op "search" (and "pit"), and the failures
 	Logger  *slog.Logger     // nil discards
 	// PITKeepAlive is how long a cursor walk's point in time lives
 	// between two pages (Elasticsearch 8 walks of resources without a
@@ -87,8 +87,18 @@ func New(client *elasticsearch.Client, opts Options) *Store {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	// The lists of the search resources are read here.
+	for _, r := range sources.Resources() {
+		if r.Search {
+			s.queries.Declare(backend, r.Name)
+		}
+	}
 	return s
 }
+
+// backend is this adapter's value of the backend label of the source
+// metrics.
+const backend = "elastic"
 
 // IndexName is the index (in Superdesk, an alias) holding a collection:
 // "<prefix>_<collection>", or the collection alone without a prefix.
@@ -217,12 +227,13 @@ func (s *Store) index(collection string) string { return IndexName(s.prefix, col
 // reads the answer. op names the caller for errors ("search", "lookup").
 // A search of a point in time (pit) goes to /_search: the point in time
 // names its index.
-func (s *Store) search(ctx context.Context, op, collection string, body []byte, pit bool) (*searchResponse, error) {
+func (s *Store) search(ctx context.Context, op, collection string, body []byte, pit bool) (_ *searchResponse, err error) {
 	index := s.index(collection)
 	if !validIndex(index) {
 		return nil, fmt.Errorf("elastic: %s: invalid index name %q", op, index)
 	}
-	defer s.queries.Start("elastic", sources.MetricName(collection), "search")()
+	done := s.queries.Start(backend, sources.MetricName(collection), "search")
+	defer func() { done(sources.FailureKind(err)) }()
 
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

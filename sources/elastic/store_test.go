@@ -396,6 +396,15 @@ func TestFindErrors(t *testing.T) {
 				if got := f.queries.Value("elastic", tc.resource, "search"); got != 1 {
 					t.Errorf("counted %d queries, want 1", got)
 				}
+				for _, kind := range metrics.ErrorKinds {
+					want := uint64(0)
+					if kind == sources.FailureKind(tc.want) {
+						want = 1
+					}
+					if got := f.queries.Errors("elastic", tc.resource, kind); got != want {
+						t.Errorf("counted %d %s errors, want %d", got, kind, want)
+					}
+				}
 				if tc.want == nil {
 					if err != nil {
 						t.Fatalf("error %v, want an empty result", err)
@@ -511,12 +520,20 @@ func TestFindCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || errors.Is(err, sources.ErrTimeout) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
+	for _, kind := range metrics.ErrorKinds {
+		if n := f.queries.Errors("elastic", "items", kind); n != 0 {
+			t.Errorf("a cancelled query counted as a %s error", kind)
+		}
+	}
 
 	// The caller's own deadline is a timeout.
 	dctx, dcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer dcancel()
 	if _, err := f.store.Find(dctx, &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)}); !errors.Is(err, sources.ErrTimeout) {
 		t.Errorf("expired deadline: %v, want ErrTimeout", err)
+	}
+	if n := f.queries.Errors("elastic", "items", metrics.KindTimeout); n != 1 {
+		t.Errorf("counted %d timeouts, want 1", n)
 	}
 }
 

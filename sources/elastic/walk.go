@@ -97,12 +97,13 @@ func keepAlive(d time.Duration) string {
 
 // openPIT opens a point in time on a collection's index, "" when the
 // index does not exist. Counted as op "pit".
-func (s *Store) openPIT(ctx context.Context, collection string) (string, error) {
+func (s *Store) openPIT(ctx context.Context, collection string) (_ string, err error) {
 	index := s.index(collection)
 	if !validIndex(index) {
 		return "", fmt.Errorf("elastic: pit: invalid index name %q", index)
 	}
-	defer s.queries.Start("elastic", sources.MetricName(collection), "pit")()
+	done := s.queries.Start(backend, sources.MetricName(collection), "pit")
+	defer func() { done(sources.FailureKind(err)) }()
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req := esapi.OpenPointInTimeRequest{Index: []string{index}, KeepAlive: keepAlive(s.keepAlive),

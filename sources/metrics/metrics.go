@@ -11,10 +11,15 @@
 //
 //	prodapi_source_queries_total{backend,resource,op}
 //	prodapi_source_query_duration_seconds{backend,resource,op}
+//	prodapi_source_errors_total{backend,resource,kind}
 //	prodapi_cache_requests_total{resource,outcome}
 //
 // and the cache's, the server's and the process's own series (see the
 // README). Exposition sorts labels by name, as client_golang does.
+//
+// A counter whose label values are all known at start is declared at 0
+// by its owner (Counter.Declare), so that rate() over it has data before
+// its first event, and the first event counts.
 //
 // Counting on the request path allocates nothing: a series is looked up
 // by its label values in a map keyed by a fixed-size array, and resolved
@@ -98,8 +103,8 @@ func (m *Metrics) WriteText(w io.Writer) error {
 // Gatherer is the registry, for tests that lint it (testutil.GatherAndLint).
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
 
-// SourceQueries returns the counter and histogram every backend query
-// goes through, with labels backend, resource and op.
+// SourceQueries returns the counters and histogram every backend query
+// goes through, with labels backend, resource and op (kind for errors).
 func (m *Metrics) SourceQueries() *Queries {
 	labels := []string{"backend", "resource", "op"}
 	return &Queries{
@@ -109,6 +114,10 @@ func (m *Metrics) SourceQueries() *Queries {
 		duration: m.Histogram("prodapi_source_query_duration_seconds",
 			"Time a backend query took, from sending it to reading its answer, by backend, resource and operation.",
 			nil, labels...),
+		errors: m.Counter("prodapi_source_errors_total",
+			"Backend queries that failed, by backend, resource and kind (unavailable, timeout, invalid: refused by the backend, other); "+
+				"a document not found is an answer, not an error, and a query the caller gave up on is not counted.",
+			"backend", "resource", "kind"),
 	}
 }
 
@@ -284,6 +293,16 @@ func (c *Counter) Add(n uint64, values ...string) {
 	c.series.get(values).Add(float64(n))
 }
 
+// Declare exposes the series with these label values at 0 until they
+// count, for label values known at start: rate() and increase() then see
+// the first event, and an alert on the series has data from the start.
+func (c *Counter) Declare(values ...string) {
+	if c == nil {
+		return
+	}
+	c.series.get(values)
+}
+
 // Value returns the count of one series.
 func (c *Counter) Value(values ...string) uint64 {
 	if c == nil {
@@ -376,24 +395,64 @@ func (h *Histogram) Count(values ...string) uint64 {
 	return total
 }
 
-// Queries counts and times backend queries: prodapi_source_queries_total
-// and prodapi_source_query_duration_seconds. A nil *Queries records
-// nothing.
+// Queries counts and times backend queries and counts their failures:
+// prodapi_source_queries_total, prodapi_source_query_duration_seconds and
+// prodapi_source_errors_total. A nil *Queries records nothing.
 type Queries struct {
 	count    *Counter
 	duration *Histogram
+	errors   *Counter
 }
 
+// Kinds of backend failure: the kind label of prodapi_source_errors_total.
+// The adapters name the kind of an error with sources.FailureKind.
+const (
+	KindUnavailable = "unavailable" // down, refusing, overloaded, partial results
+	KindTimeout     = "timeout"     // no answer within the deadline
+	KindInvalid     = "invalid"     // the backend refused the query
+	KindOther       = "other"       // anything else (a document that does not decode...)
+)
+
+// ErrorKinds lists every kind, in the order Declare exposes them.
+var ErrorKinds = [...]string{KindUnavailable, KindTimeout, KindInvalid, KindOther}
+
 // Start counts one query and returns the func that records how long it
-// took: every adapter calls both through this one entry, so none can count
-// its queries without timing them.
-func (q *Queries) Start(backend, resource, op string) (done func()) {
+// took and, when kind is not empty, that it failed with that kind (one of
+// ErrorKinds): every adapter calls both through this one entry, so none
+// can count its queries without timing them and counting their failures.
+func (q *Queries) Start(backend, resource, op string) (done func(kind string)) {
 	if q == nil {
-		return func() {}
+		return func(string) {}
 	}
 	q.count.Inc(backend, resource, op)
 	start := time.Now()
-	return func() { q.duration.Observe(time.Since(start).Seconds(), backend, resource, op) }
+	return func(kind string) {
+		q.duration.Observe(time.Since(start).Seconds(), backend, resource, op)
+		if kind != "" {
+			q.errors.Inc(backend, resource, kind)
+		}
+	}
+}
+
+// Declare exposes at 0 the error series of backend for each resource and
+// every kind: an adapter declares what it serves when it is made.
+func (q *Queries) Declare(backend string, resources ...string) {
+	if q == nil {
+		return
+	}
+	for _, r := range resources {
+		for _, k := range ErrorKinds {
+			q.errors.Declare(backend, r, k)
+		}
+	}
+}
+
+// Errors returns the failures of one series (backend, resource, kind).
+func (q *Queries) Errors(backend, resource, kind string) uint64 {
+	if q == nil {
+		return 0
+	}
+	return q.errors.Value(backend, resource, kind)
 }
 
 // Value returns the count of one series.

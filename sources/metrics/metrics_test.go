@@ -17,7 +17,7 @@ func TestExposition(t *testing.T) {
 	m := NewMetrics()
 	m.Register(Build{Version: "v1.2.3", Revision: "abc"})
 	q := m.SourceQueries()
-	q.Start("mongo", "items", "find")() // a query answered in well under 2.5 ms
+	q.Start("mongo", "items", "find")("") // a query answered in well under 2.5 ms
 	m.Counter("prodapi_http_panics_total", "Handler panics recovered.")
 	m.Gauge("prodapi_cache_redis_breaker_state", "State of the breaker.").Set(0.5)
 	m.Histogram("prodapi_http_request_duration_seconds", "Request time.", nil, "route", "outcome").Observer("/x", "hit").Observe(0.0003)
@@ -121,4 +121,42 @@ func TestNoAllocations(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocations per run, want 0", n)
 	}
+}
+
+// A failed query is timed like any other and counted by kind; the error
+// series an adapter declares exist at 0 before the first failure.
+func TestSourceErrors(t *testing.T) {
+	m := NewMetrics()
+	q := m.SourceQueries()
+	q.Declare("mongo", "items", "desks")
+	q.Start("mongo", "items", "get")("")
+	q.Start("mongo", "items", "find")(KindTimeout)
+	q.Start("elastic", "events", "search")(KindUnavailable)
+
+	var b strings.Builder
+	if err := m.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`prodapi_source_errors_total{backend="mongo",kind="timeout",resource="items"} 1`,
+		`prodapi_source_errors_total{backend="mongo",kind="unavailable",resource="items"} 0`,
+		`prodapi_source_errors_total{backend="mongo",kind="other",resource="desks"} 0`,
+		`prodapi_source_errors_total{backend="mongo",kind="invalid",resource="desks"} 0`,
+		`prodapi_source_errors_total{backend="elastic",kind="unavailable",resource="events"} 1`,
+		`prodapi_source_query_duration_seconds_count{backend="mongo",op="find",resource="items"} 1`,
+		`prodapi_source_queries_total{backend="elastic",op="search",resource="events"} 1`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if got := q.Errors("mongo", "items", KindTimeout); got != 1 {
+		t.Errorf("Errors(mongo, items, timeout) = %d, want 1", got)
+	}
+	if got := strings.Count(b.String(), "prodapi_source_errors_total{"); got != 2*len(ErrorKinds)+1 {
+		t.Errorf("%d error series, want %d (two resources declared, one failure undeclared)", got, 2*len(ErrorKinds)+1)
+	}
+	var nilQ *Queries
+	nilQ.Declare("mongo", "items")
+	nilQ.Start("mongo", "items", "get")(KindOther) // counts nothing, does not panic
 }

@@ -119,7 +119,9 @@
 // "mongo", resource sources.MetricName(collection): op get for Get, find
 // and count for Find, lookup for Lookup; op asset, resource "assets", for
 // the fs.files read of Asset (the chunk reads of its stream are not
-// counted). Ping is not counted.
+// counted). Ping is not counted. A failed query counts in
+// prodapi_source_errors_total{backend="mongo", resource, kind} (see
+// sources.FailureKind), which exists at 0 for every resource and assets.
 //
 // # Testing
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 )
@@ -188,6 +189,18 @@ func TestCommandErrors(t *testing.T) {
 				if d, ok := err.(detail); !ok || !strings.Contains(d.Detail(), tc.detail) {
 					t.Errorf("%s: detail does not mention %q: %v", call.name, tc.detail, err)
 				}
+			}
+			// Each of the three calls failed once, counted under its kind.
+			var failures uint64
+			for _, kind := range metrics.ErrorKinds {
+				n := e.queries.Errors("mongo", "users", kind)
+				failures += n
+				if n > 0 && !slices.ContainsFunc(tc.want, func(w error) bool { return sources.FailureKind(w) == kind }) {
+					t.Errorf("%d failures counted as %s, want %v", n, kind, tc.want)
+				}
+			}
+			if failures != 3 {
+				t.Errorf("counted %d failures, want 3", failures)
 			}
 		})
 	}

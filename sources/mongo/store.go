@@ -35,8 +35,9 @@ type Options struct {
 	// Timeout bounds each operation (a find and its count are two); 0
 	// means DefaultTimeout. The caller's context may end it sooner.
 	Timeout time.Duration
-	// Queries counts every query sent (prodapi_source_queries_total),
-	// with backend "mongo"; nil counts nothing.
+	// Queries counts every query sent (prodapi_source_queries_total)
+	// and its failures (prodapi_source_errors_total), with backend
+	// "mongo"; nil counts nothing.
 	Queries *metrics.Queries
 	// Logger receives what is worth knowing but is not an error of the
 	// caller's; nil discards.
@@ -69,6 +70,11 @@ func New(db *mongodriver.Database, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Details of every resource and the media are read here.
+	for _, r := range sources.Resources() {
+		opts.Queries.Declare(Backend, r.Name)
+	}
+	opts.Queries.Declare(Backend, assetLabel)
 	return &Store{db: db, timeout: opts.Timeout, queries: opts.Queries, log: opts.Logger}
 }
 
@@ -341,12 +347,13 @@ func (s *Store) find(ctx context.Context, op, label, coll string, filter *source
 
 // each runs one find, counted as op, under the operation timeout, and
 // calls fn with each document; raw is valid only during the call.
-func (s *Store) each(ctx context.Context, op, label, coll string, filter *sources.Doc, fo *options.FindOptionsBuilder, fn func(raw bson.Raw) error) error {
+func (s *Store) each(ctx context.Context, op, label, coll string, filter *sources.Doc, fo *options.FindOptionsBuilder, fn func(raw bson.Raw) error) (err error) {
 	fb, err := bsondoc.FromDoc(filter)
 	if err != nil {
 		return fmt.Errorf("mongo: %s %s: %w", op, coll, err)
 	}
-	defer s.queries.Start(Backend, label, op)()
+	done := s.queries.Start(Backend, label, op)
+	defer func() { done(sources.FailureKind(err)) }()
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	cur, err := s.db.Collection(coll).Find(octx, bson.Raw(fb), fo)
@@ -366,12 +373,13 @@ func (s *Store) each(ctx context.Context, op, label, coll string, filter *source
 }
 
 // count runs countDocuments, counted as op "count".
-func (s *Store) count(ctx context.Context, label, coll string, filter *sources.Doc) (int, error) {
+func (s *Store) count(ctx context.Context, label, coll string, filter *sources.Doc) (_ int, err error) {
 	fb, err := bsondoc.FromDoc(filter)
 	if err != nil {
 		return 0, fmt.Errorf("mongo: count %s: %w", coll, err)
 	}
-	defer s.queries.Start(Backend, label, "count")()
+	done := s.queries.Start(Backend, label, "count")
+	defer func() { done(sources.FailureKind(err)) }()
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	n, err := s.db.Collection(coll).CountDocuments(octx, bson.Raw(fb))

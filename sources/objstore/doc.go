@@ -29,7 +29,9 @@
 // Asset makes one HeadObject (for the size, type, ETag, date and the
 // "filename" user metadata Superdesk writes) and presigns a GetObject
 // locally; it counts one query,
-// prodapi_source_queries_total{backend="s3",resource="assets",op="asset"}.
+// prodapi_source_queries_total{backend="s3",resource="assets",op="asset"},
+// and a failure one in prodapi_source_errors_total{backend="s3",
+// resource="assets",kind} (see sources.FailureKind).
 // HeadObject answers a missing bucket with the same bodiless 404 as a
 // missing object, so a 404 is followed by a HeadBucket, remembered for a
 // minute when the bucket exists: a flood of unknown ids costs one request

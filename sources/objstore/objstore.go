@@ -34,7 +34,8 @@ const (
 // be reported as not found without checking the bucket again.
 const bucketMemo = time.Minute
 
-// Metric labels: prodapi_source_queries_total{backend="s3",resource="assets",op="asset"}.
+// Metric labels: prodapi_source_queries_total{backend="s3",resource="assets",op="asset"},
+// and prodapi_source_errors_total{backend="s3",resource="assets",kind}.
 const (
 	metricBackend  = "s3"
 	metricResource = "assets"
@@ -48,7 +49,8 @@ type Options struct {
 	URLLifetime time.Duration // presigned URL lifetime; 0 means DefaultURLLifetime, capped at MaxURLLifetime
 	Timeout     time.Duration // per Asset call (all S3 requests and retries); 0 means DefaultTimeout
 	// Queries counts one query (backend "s3", resource "assets", op
-	// "asset") per Asset call that reaches S3. Nil counts nothing.
+	// "asset") per Asset call that reaches S3, and its failure. Nil
+	// counts nothing.
 	Queries *metrics.Queries
 	Logger  *slog.Logger // nil: discard
 	// Now is the clock presigned URLs are signed with and expire by; nil
@@ -86,6 +88,7 @@ func New(client *s3.Client, opts Options) *Store {
 		opts.Now = time.Now
 	}
 	opts.Prefix = strings.Trim(opts.Prefix, "/")
+	opts.Queries.Declare(metricBackend, metricResource)
 	return &Store{
 		client: client,
 		// A plain URL: no x-amz-checksum-mode, which the SDK adds by
@@ -110,12 +113,13 @@ var errCallTimeout = errors.New("objstore: call timed out")
 // sources.ErrUnavailable (anything else S3 or the network said: denied,
 // missing bucket, 5xx, refused connections), or are ctx's error. They
 // carry S3's detail as text for logs, never an S3 type.
-func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
+func (s *Store) Asset(ctx context.Context, mediaID string) (_ *sources.Asset, err error) {
 	key, name, ok := ObjectKey(s.opts.Prefix, mediaID)
 	if !ok {
 		return nil, fmt.Errorf("objstore: asset %q: %w", mediaID, sources.ErrNotFound)
 	}
-	defer s.opts.Queries.Start(metricBackend, metricResource, metricOp)()
+	done := s.opts.Queries.Start(metricBackend, metricResource, metricOp)
+	defer func() { done(sources.FailureKind(err)) }()
 	cctx, cancel := context.WithTimeoutCause(ctx, s.opts.Timeout, errCallTimeout)
 	defer cancel()
 

@@ -308,6 +308,13 @@ func TestAssetErrors(t *testing.T) {
 			if n := queries.Value("s3", "assets", "asset"); n != tc.wantQueries {
 				t.Errorf("queries = %d, want %d", n, tc.wantQueries)
 			}
+			wantErrors := tc.wantQueries
+			if tc.want == sources.ErrNotFound {
+				wantErrors = 0 // an answer, not a failure
+			}
+			if n := queries.Errors("s3", "assets", metrics.KindUnavailable); n != wantErrors {
+				t.Errorf("unavailable errors = %d, want %d", n, wantErrors)
+			}
 		})
 	}
 }

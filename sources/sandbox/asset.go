@@ -93,12 +93,12 @@ func (set *assetSet) find(id string) (*assetFile, bool) {
 // id is ignored for lookup, as GridFS's get_by_filename ignored it:
 // "<media>.png" finds "<media>.jpg". Ids with "..", a backslash or a
 // leading "/" are not found.
-func (s *Store) Asset(ctx context.Context, mediaID string) (*sources.Asset, error) {
+func (s *Store) Asset(ctx context.Context, mediaID string) (_ *sources.Asset, err error) {
 	end, err := s.query(ctx, "assets", "asset")
 	if err != nil {
 		return nil, err
 	}
-	defer end()
+	defer func() { end(err) }()
 	if !cleanAssetPath(mediaID) {
 		return nil, fmt.Errorf("sandbox: asset %q: %w", mediaID, sources.ErrNotFound)
 	}

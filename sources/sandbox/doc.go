@@ -179,5 +179,8 @@
 // Every Store method counts one query in Options.Queries (backend
 // "sandbox"; resource sources.MetricName of the collection, "assets" for
 // assets; op get, find, search, lookup or asset) and then waits
-// Options.Latency, returning the context's error if it ends first.
+// Options.Latency, returning the context's error if it ends first. A
+// query that fails counts in prodapi_source_errors_total by the kind
+// sources.FailureKind names; those series exist at 0 for every resource
+// and assets from the start.
 package sandbox

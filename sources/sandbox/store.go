@@ -29,8 +29,9 @@ type Options struct {
 	// Latency delays every query (PRODAPI_SANDBOX_LATENCY), honouring the
 	// context, to make the sandbox behave like a remote backend.
 	Latency time.Duration
-	// Queries counts queries (prodapi_source_queries_total) with backend
-	// label "sandbox"; nil counts nothing.
+	// Queries counts queries (prodapi_source_queries_total) and their
+	// failures (prodapi_source_errors_total) with backend label
+	// "sandbox"; nil counts nothing.
 	Queries *metrics.Queries
 	// Now anchors ES date math ("now-1d"); nil means time.Now.
 	Now func() time.Time
@@ -145,8 +146,16 @@ func Load(fsys fs.FS, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.assets = assets
+	for _, r := range sources.Resources() {
+		opts.Queries.Declare(backend, r.Name)
+	}
+	opts.Queries.Declare(backend, "assets")
 	return s, nil
 }
+
+// backend is this adapter's value of the backend label of the source
+// metrics.
+const backend = "sandbox"
 
 func keyOf(id any) (idKey, bool) {
 	switch id := id.(type) {
@@ -205,21 +214,22 @@ func (s *Store) now() time.Time {
 }
 
 // query counts one backend query, starts its span when tracing, and
-// waits out the configured latency. The caller calls end when the query
-// is answered: it times the query and ends the span.
-func (s *Store) query(ctx context.Context, resource, op string) (end func(), err error) {
+// waits out the configured latency. The caller calls end with the
+// query's error when it is answered: it times the query, counts a
+// failure and ends the span.
+func (s *Store) query(ctx context.Context, resource, op string) (end func(error), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	timed := s.opts.Queries.Start("sandbox", resource, op)
+	timed := s.opts.Queries.Start(backend, resource, op)
 	var span trace.Span
 	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		_, span = s.tracer.Start(ctx, "sandbox "+op+" "+resource, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attribute.String("db.system.name", "sandbox"), attribute.String("db.operation.name", op),
 				attribute.String("db.collection.name", resource)))
 	}
-	end = func() {
-		timed()
+	end = func(err error) {
+		timed(sources.FailureKind(err))
 		if span != nil {
 			span.End()
 		}
@@ -233,7 +243,7 @@ func (s *Store) query(ctx context.Context, resource, op string) (end func(), err
 	case <-t.C:
 		return end, nil
 	case <-ctx.Done():
-		end()
+		end(ctx.Err())
 		return nil, ctx.Err()
 	}
 }
@@ -252,12 +262,12 @@ func (s *Store) byID(collection, id string) (*sources.Doc, bool) {
 }
 
 // Get reads a document by id.
-func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (*sources.Doc, error) {
+func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (_ *sources.Doc, err error) {
 	end, err := s.query(ctx, sources.MetricName(res.Collection), "get")
 	if err != nil {
 		return nil, err
 	}
-	defer end()
+	defer func() { end(err) }()
 	d, ok := s.byID(res.Collection, id)
 	if !ok {
 		return nil, fmt.Errorf("sandbox: %s/%s: %w", res.Name, id, sources.ErrNotFound)
@@ -267,18 +277,18 @@ func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (*sou
 
 // Find answers a list: the search body of a search resource with ES
 // semantics, the where filter of the others with MongoDB semantics.
-func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
+func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, err error) {
 	res := q.Resource
 	docs := s.colls[res.Collection]
 	if res.Search {
 		if q.Search == nil {
 			return nil, fmt.Errorf("sandbox: search list of %s without a search body: %w", res.Name, sources.ErrInvalid)
 		}
-		end, err := s.query(ctx, sources.MetricName(res.Collection), "search")
-		if err != nil {
-			return nil, err
+		end, qerr := s.query(ctx, sources.MetricName(res.Collection), "search")
+		if qerr != nil {
+			return nil, qerr
 		}
-		defer end()
+		defer func() { end(err) }() // the result's error, not qerr
 		env := &searchEnv{now: s.now(), an: s.an, resource: res.Collection}
 		if q.Cursor == nil {
 			return env.search(docs, q.Search)
@@ -289,7 +299,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	defer func() { done(err) }()
 	m, err := eveRules.compileFilter(q.Where, 0)
 	if err != nil {
 		return nil, err
@@ -352,7 +362,7 @@ func (env *searchEnv) walk(docs []*sources.Doc, q *sources.Query) (*sources.Resu
 // value (string or ObjectID) matches an ObjectID or the hex string; on
 // the search index values compare as strings, exactly (Superdesk maps
 // the linking fields as keywords).
-func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, error) {
+func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc, err error) {
 	op := "lookup"
 	if l.Search {
 		op = "search"
@@ -361,7 +371,7 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, e
 	if err != nil {
 		return nil, err
 	}
-	defer end()
+	defer func() { end(err) }()
 	docs := s.colls[l.Collection]
 	if l.Search {
 		return s.searchLookup(docs, l)

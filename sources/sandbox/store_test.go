@@ -231,6 +231,29 @@ func TestQueriesCounted(t *testing.T) {
 			t.Errorf("queries %v = %d, want %d", tc.labels, got, tc.want)
 		}
 	}
+	// Not found is an answer: no query above failed.
+	for _, kind := range metrics.ErrorKinds {
+		if got := q.Errors("sandbox", "items", kind) + q.Errors("sandbox", "assets", kind); got != 0 {
+			t.Errorf("%d %s errors counted, want none", got, kind)
+		}
+	}
+
+	// A where the evaluator refuses is a failure of kind invalid, counted
+	// on the series declared at 0 when the store opened.
+	var b strings.Builder
+	if err := m.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := `prodapi_source_errors_total{backend="sandbox",kind="invalid",resource="desks"} 0`; !strings.Contains(b.String(), want) {
+		t.Errorf("exposition lacks %q", want)
+	}
+	_, err := s.Find(ctx, &sources.Query{Resource: desksRes, Page: 1, MaxResults: 25, Where: sources.D("name", sources.D("$nosuch", 1))})
+	if !errors.Is(err, sources.ErrInvalid) {
+		t.Fatalf("Find with an unknown operator: %v, want ErrInvalid", err)
+	}
+	if got := q.Errors("sandbox", "desks", metrics.KindInvalid); got != 1 {
+		t.Errorf("invalid errors of desks = %d, want 1", got)
+	}
 }
 
 // waitCtx tells the test when the store starts waiting on it.
