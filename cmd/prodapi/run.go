@@ -294,6 +294,7 @@ func serve(ctx context.Context, e env, args []string) error {
 			Handler: admin.Handler(c, string(cfg.AdminSecret), admin.Options{
 				Partial: func(err error) bool { return errors.Is(err, cache.ErrNotPropagated) },
 				Logger:  logger,
+				Metrics: registry,
 			}),
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ReadTimeout:       cfg.ReadTimeout,

@@ -11,6 +11,11 @@
 // "ids":["a"]} or {"all":true}) with Content-Type application/json.
 // Answers are JSON: {"_status":"OK","purged":...} or the API's error
 // envelope, {"_status":"ERR","_error":{"code":N,"message":"..."}}.
+//
+// Each purge attempted counts in prodapi_admin_purges_total{scope,result}:
+// scope docs, resource or all; result ok, partial (applied on this
+// replica only: 503) or error (500). Every series exists at 0 from the
+// start. Refused requests (401, 4xx) are not purges and are not counted.
 package admin
 
 import (
@@ -25,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A Purger obsoletes cache entries (package cache's Cache is one).
@@ -46,8 +52,15 @@ type Options struct {
 	// Partial reports whether an error from the Purger means "applied
 	// here, not propagated" (cache.ErrNotPropagated); nil: never.
 	Partial func(error) bool
-	Logger  *slog.Logger // nil: discard
+	Logger  *slog.Logger     // nil: discard
+	Metrics *metrics.Metrics // the registry the purges count into; nil: none
 }
+
+// Label values of prodapi_admin_purges_total.
+var (
+	purgeScopes  = [...]string{"docs", "resource", "all"}
+	purgeResults = [...]string{"ok", "partial", "error"}
+)
 
 // Handler returns the admin handler. secret is the bearer token every
 // request must carry; it must not be empty.
@@ -57,6 +70,16 @@ func Handler(p Purger, secret string, opts Options) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &handler{p: p, secret: []byte(secret), partial: opts.Partial, log: log}
+	if opts.Metrics != nil {
+		h.purges = opts.Metrics.Counter("prodapi_admin_purges_total",
+			"Purges asked of the admin listener, by scope (docs, resource, all) and result (ok; partial: applied on this replica only; error).",
+			"scope", "result")
+		for _, scope := range purgeScopes {
+			for _, result := range purgeResults {
+				h.purges.Declare(scope, result)
+			}
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/purge", h.purge)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -73,6 +96,7 @@ type handler struct {
 	secret  []byte
 	partial func(error) bool
 	log     *slog.Logger
+	purges  *metrics.Counter // scope, result; nil counts nothing
 }
 
 // authorized checks the bearer secret in constant time, answering 401 when
@@ -111,17 +135,29 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var err error
+	scope := purgeScopes[2]
 	switch {
 	case req.All:
 		err = h.p.PurgeAll(r.Context())
 	case len(req.IDs) > 0:
+		scope = purgeScopes[0]
 		err = h.p.PurgeDocs(r.Context(), req.Resource, req.IDs...)
 	default:
+		scope = purgeScopes[1]
 		err = h.p.PurgeResource(r.Context(), req.Resource)
 	}
 	h.log.Info("admin: purge", "resource", req.Resource, "ids", len(req.IDs), "all", req.All, "error", err)
+	partial := err != nil && h.partial != nil && h.partial(err)
+	switch {
+	case err == nil:
+		h.purges.Inc(scope, purgeResults[0])
+	case partial:
+		h.purges.Inc(scope, purgeResults[1])
+	default:
+		h.purges.Inc(scope, purgeResults[2])
+	}
 	if err != nil {
-		if h.partial != nil && h.partial(err) {
+		if partial {
 			w.Header().Set("Retry-After", "5")
 			writeError(w, http.StatusServiceUnavailable, "Purged on this replica only: Redis could not be reached, so the other replicas and Redis keep their entries until their TTLs end. Retry.")
 			return

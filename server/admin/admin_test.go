@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // purges records what the handler asked for.
@@ -151,5 +153,51 @@ func TestEmptySecretRefusesEverything(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != 401 {
 		t.Errorf("empty secret: status %d, want 401", w.Code)
+	}
+}
+
+// Every purge attempted counts by scope and result, refused requests do
+// not, and every series exists at 0 from the start.
+func TestPurgesCounted(t *testing.T) {
+	m := metrics.NewMetrics()
+	p := &purges{}
+	h := Handler(p, secret, Options{Metrics: m, Partial: func(err error) bool { return errors.Is(err, errNotPropagated) }})
+	var text strings.Builder
+	if err := m.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(text.String(), "prodapi_admin_purges_total{"); got != len(purgeScopes)*len(purgeResults) {
+		t.Errorf("%d series at the start, want %d:\n%s", got, len(purgeScopes)*len(purgeResults), text.String())
+	}
+	post := func(target, auth string, err error) {
+		p.err = err
+		r := httptest.NewRequest("POST", target, nil)
+		r.Header.Set("Authorization", auth)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	bearer := "Bearer " + secret
+	post("/purge?resource=items&id=a", bearer, nil)
+	post("/purge?resource=items&id=b", bearer, nil)
+	post("/purge?resource=items", bearer, errNotPropagated)
+	post("/purge?all=true", bearer, errors.New("boom"))
+	post("/purge?all=true", "Bearer nope", nil)
+	post("/purge?resource=nope", bearer, nil)
+	c := m.Counter("prodapi_admin_purges_total", "", "scope", "result")
+	for _, tc := range []struct {
+		scope, result string
+		want          uint64
+	}{
+		{"docs", "ok", 2},
+		{"resource", "partial", 1},
+		{"all", "error", 1},
+		{"all", "ok", 0},
+		{"resource", "ok", 0},
+	} {
+		if got := c.Value(tc.scope, tc.result); got != tc.want {
+			t.Errorf("purges{scope=%s,result=%s} = %d, want %d", tc.scope, tc.result, got, tc.want)
+		}
+	}
+	if got := c.Sum(); got != 4 {
+		t.Errorf("%d purges counted, want 4 (refused requests are not purges)", got)
 	}
 }
