@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/go-chi/chi/v5"
@@ -49,10 +50,13 @@ func outcomeIndex(outcome string, status int) int {
 
 // durationTable holds the request series of every route: a row per
 // route, made when the router is built, with the duration series of each
-// outcome and the request counter of each common status code. Series are
-// resolved on their first request (so routes, outcomes and codes never
-// seen expose no series), after which recording a request allocates
-// nothing and takes no lock.
+// outcome and the request counter of each common status code. The
+// counters of the server errors (5xx) are resolved with the row,
+// so they exist at 0 from the start: an alert on the rate of 5xx has
+// data, and sees the first one. The other series are resolved on their
+// first request (so routes, outcomes and other codes never seen expose
+// no series), after which recording a request allocates nothing and
+// takes no lock.
 type durationTable struct {
 	hist     *metrics.Histogram
 	requests *metrics.Counter
@@ -64,16 +68,25 @@ type durationRow struct {
 	counters  [len(commonCodes)]atomic.Pointer[metrics.CounterSeries]
 }
 
-// commonCodes are the status codes whose request counters a row keeps.
-var commonCodes = [...]int{200, 206, 302, 304, 400, 401, 403, 404}
+// commonCodes are the status codes whose request counters a row keeps:
+// among them the server errors the API answers with (internal,
+// unavailable, timeout), whose counters exist from the start.
+var commonCodes = [...]int{200, 206, 302, 304, 400, 401, 403, 404, 500, 503, 504}
 
 func newDurationTable(hist *metrics.Histogram, requests *metrics.Counter) *durationTable {
 	return &durationTable{hist: hist, requests: requests, routes: map[string]*durationRow{}}
 }
 
-// add makes the row of route.
+// add makes the row of route, with its server-error counters at 0.
 func (t *durationTable) add(route string) {
-	t.routes[route] = new(durationRow)
+	row := new(durationRow)
+	for i, code := range commonCodes {
+		if code >= 500 {
+			c := t.requests.Series(route, strconv.Itoa(code))
+			row.counters[i].Store(&c)
+		}
+	}
+	t.routes[route] = row
 }
 
 // addRoutes resolves the series of every route of r, and of "unmatched".

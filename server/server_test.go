@@ -491,6 +491,21 @@ func TestRequestDurations(t *testing.T) {
 	if strings.Contains(m.body, `outcome="miss"`) {
 		t.Error("series of an outcome never seen are exposed")
 	}
+	// The server errors of every route are counted from 0, so that an
+	// alert on their rate has data and sees the first one; other codes
+	// appear when first answered.
+	for _, want := range []string{
+		`prodapi_http_requests_total{code="500",route="/prodapi/v1/items"} 0`,
+		`prodapi_http_requests_total{code="503",route="/prodapi/v1/desks/{id}"} 0`,
+		`prodapi_http_requests_total{code="504",route="/healthz"} 0`,
+	} {
+		if !strings.Contains(m.body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m.body, `code="304"`) {
+		t.Error("counters of a code never answered are exposed")
+	}
 	if got := outcomes[outcomeIndex("", 503)]; got != "error" {
 		t.Errorf("a 503 without an outcome is %q, want error", got)
 	}

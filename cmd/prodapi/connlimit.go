@@ -38,6 +38,8 @@ func newConnLimiter(max int, m *metrics.Metrics) *connLimiter {
 		l.shed = m.Counter("prodapi_http_connections_shed_total",
 			"Client connections closed by the PRODAPI_MAX_CONNS cap, by reason: idle (the longest idle one, for a new one), full (a new one, none being idle).",
 			"reason")
+		l.shed.Declare("idle")
+		l.shed.Declare("full")
 	}
 	return l
 }
