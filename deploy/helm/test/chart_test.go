@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -20,28 +21,51 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/prodapi/prodapi/config"
 )
 
 const chartDir = "../prodapi"
 
-// A valid secret for the renders that do not test the secret.
-var withSecret = map[string]any{"auth": map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more"}}
+// A valid secret and the required public URL, for the renders that do not
+// test them.
+var withSecret = map[string]any{"auth": map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more"}, "publicURL": publicURL}
 
-// strict decodes YAML or JSON into the registered Kubernetes and
-// prometheus-operator types, refusing unknown and duplicate fields.
+const publicURL = "https://news.example"
+
+// with returns withSecret's values with extra's on top.
+func with(extra map[string]any) map[string]any {
+	v := map[string]any{}
+	for k, x := range withSecret {
+		v[k] = x
+	}
+	for k, x := range extra {
+		v[k] = x
+	}
+	return v
+}
+
+// strict decodes YAML or JSON into the registered Kubernetes,
+// prometheus-operator and Gateway API types, refusing unknown and
+// duplicate fields.
 var strict = func() runtime.Decoder {
 	s := runtime.NewScheme()
 	if err := clientscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := monitoringv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := gatewayv1.Install(s); err != nil {
 		panic(err)
 	}
 	return serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
@@ -147,7 +171,7 @@ func TestDefaults(t *testing.T) {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
 	}
 	slices.Sort(kinds)
-	if want := []string{"Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
+	if want := []string{"Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 
@@ -179,6 +203,23 @@ func TestDefaults(t *testing.T) {
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Error("the service account token is mounted: prodapi never calls the Kubernetes API")
+	}
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Error("service links on: every Service of the namespace becomes variables in prodapi's environment")
+	}
+	if got := envVar(t, c, "PRODAPI_URL").Value; got != publicURL {
+		t.Errorf("PRODAPI_URL = %q, want publicURL %q", got, publicURL)
+	}
+	// 90% of the 512Mi limit.
+	if got := envVar(t, c, "GOMEMLIMIT").Value; got != "483183820" {
+		t.Errorf("GOMEMLIMIT = %q, want 483183820 (90%% of 512Mi)", got)
+	}
+	// The NetworkPolicy lets anyone reach the API's port, and nothing
+	// else; what goes out is not restricted.
+	np := one[*networkingv1.NetworkPolicy](t, objs)
+	if !selects(np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
+		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 0 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
+		t.Errorf("network policy %+v", np.Spec)
 	}
 	if d.Spec.Replicas != nil {
 		t.Errorf("replicas %d set while the HPA scales", *d.Spec.Replicas)
@@ -267,12 +308,23 @@ func TestValuesBecomeSettings(t *testing.T) {
 }
 
 func TestServiceMonitor(t *testing.T) {
-	objs := renderAndDecode(t, map[string]any{"auth": withSecret["auth"], "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}}})
+	objs := renderAndDecode(t, with(map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
+		"admin": map[string]any{"enabled": true, "secret": "an-admin-secret-of-32-bytes-at-least"}}))
 	sm := one[*monitoringv1.ServiceMonitor](t, objs)
-	svc := one[*corev1.Service](t, objs)
+	svc := apiService(t, objs)
 	if !selects(sm.Spec.Selector.MatchLabels, svc.Labels) || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name ||
 		sm.Spec.Endpoints[0].Path != "/metrics" || sm.Labels["release"] != "kube-prometheus" {
 		t.Errorf("service monitor %+v (service labels %v)", sm, svc.Labels)
+	}
+	// The job is "prodapi" (the alerting rules read job="prodapi"), and
+	// the admin Service is not scraped.
+	if sm.Spec.JobLabel != "app.kubernetes.io/name" || svc.Labels[sm.Spec.JobLabel] != "prodapi" {
+		t.Errorf("jobLabel %q: the job would be %q, want prodapi", sm.Spec.JobLabel, svc.Labels[sm.Spec.JobLabel])
+	}
+	for _, s := range find[*corev1.Service](objs) {
+		if s.Name != svc.Name && matchesSelector(t, sm.Spec.Selector, s.Labels) {
+			t.Errorf("the ServiceMonitor selects Service %s too", s.Name)
+		}
 	}
 }
 
@@ -283,11 +335,16 @@ func TestRefusals(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		{"no secret", nil, "set auth.existingSecret"},
-		{"drain longer than the grace period", map[string]any{"auth": withSecret["auth"], "shutdownGraceSeconds": 30},
+		{"no secret", map[string]any{"publicURL": publicURL}, "set auth.existingSecret"},
+		{"no public URL", map[string]any{"auth": withSecret["auth"]}, "publicURL is required"},
+		{"drain longer than the grace period", with(map[string]any{"shutdownGraceSeconds": 30}),
 			"terminationGracePeriodSeconds must exceed"},
-		{"a misspelt value", map[string]any{"auth": withSecret["auth"], "replicaCont": 3}, "replicaCont"},
-		{"a misspelt nested value", map[string]any{"auth": withSecret["auth"], "redis": map[string]any{"uri": "redis://r:6379"}}, "uri"},
+		{"a misspelt value", with(map[string]any{"replicaCont": 3}), "replicaCont"},
+		{"a misspelt nested value", with(map[string]any{"redis": map[string]any{"uri": "redis://r:6379"}}), "uri"},
+		{"admin without a secret", with(map[string]any{"admin": map[string]any{"enabled": true}}), "set admin.existingSecret"},
+		{"an Ingress without hosts", with(map[string]any{"ingress": map[string]any{"enabled": true}}), "ingress.hosts"},
+		{"an HTTPRoute without a Gateway", with(map[string]any{"httpRoute": map[string]any{"enabled": true}}), "httpRoute.parentRefs"},
+		{"a memory limit GOMEMLIMIT cannot read", with(map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "512MB"}}}), "goMemLimitPercent"},
 	} {
 		_, err := render(t, chartDir, tc.values)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -295,7 +352,7 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 	// With auth off, no secret is needed, and prodapi is told.
-	objs := renderAndDecode(t, map[string]any{"auth": map[string]any{"enabled": false}})
+	objs := renderAndDecode(t, map[string]any{"auth": map[string]any{"enabled": false}, "publicURL": publicURL})
 	c := one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
 	if envVar(t, c, "PRODAPI_AUTH_ENABLED").Value != "false" {
 		t.Error("auth off, PRODAPI_AUTH_ENABLED not false")
@@ -312,12 +369,18 @@ func TestRefusals(t *testing.T) {
 func TestStrictDecodingCatchesTypos(t *testing.T) {
 	for _, tc := range []struct{ file, from, to, want string }{
 		{"deployment.yaml", "readinessProbe:", "readinesProbe:", `unknown field "spec.template.spec.containers[0].readinesProbe"`},
-		{"deployment.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFileSystem: true", "readOnlyRootFileSystem"},
+		{"deployment.yaml", "enableServiceLinks: false", "enableServiceLink: false", "enableServiceLink"},
 		{"deployment.yaml", "terminationGracePeriodSeconds: {{", "terminationGracePeriodSeconds: \"{{", "terminationGracePeriodSeconds"},
 		{"service.yaml", "targetPort: http", "targetPort: http\n      nodePorts: 3", "nodePorts"},
 		{"pdb.yaml", "maxUnavailable:", "maxUnavailble:", "maxUnavailble"},
 		{"hpa.yaml", "averageUtilization:", "averageUtilisation:", "averageUtilisation"},
 		{"servicemonitor.yaml", "scrapeTimeout:", "scrapeTimout:", "scrapeTimout"},
+		{"ingress.yaml", "pathType:", "pathtype:", "pathtype"},
+		{"httproute.yaml", "backendRefs:", "backendRef:", "backendRef"},
+		{"networkpolicy.yaml", "policyTypes:", "policyType:", "policyType"},
+		{"admin-service.yaml", "targetPort: admin", "targetport: admin", "targetport"},
+		{"dashboard.yaml", "data:", "dat:", "dat"},
+		{"prometheusrule.yaml", "spec:", "spec:\n  group: []", "group"},
 	} {
 		dir := copyChart(t)
 		path := filepath.Join(dir, "templates", tc.file)
@@ -334,7 +397,7 @@ func TestStrictDecodingCatchesTypos(t *testing.T) {
 		if err := os.WriteFile(path, bytes.Replace(b, []byte(tc.from), []byte(tc.to), 1), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := render(t, dir, map[string]any{"auth": withSecret["auth"], "serviceMonitor": map[string]any{"enabled": true}})
+		m, err := render(t, dir, everything)
 		if err != nil {
 			t.Fatalf("%s: render: %v", tc.file, err)
 		}
@@ -426,5 +489,332 @@ func TestManifestsFile(t *testing.T) {
 	}
 	if len(find[*appsv1.Deployment](objs)) != 1 {
 		t.Errorf("%d objects, no Deployment among them", len(objs))
+	}
+}
+
+const adminSecret = "an-admin-secret-of-32-bytes-at-least"
+
+// everything turns on every optional manifest.
+var everything = with(map[string]any{
+	"serviceMonitor": map[string]any{"enabled": true},
+	"admin":          map[string]any{"enabled": true, "secret": adminSecret},
+	"ingress": map[string]any{"enabled": true, "className": "nginx", "hosts": []any{"news.example"},
+		"tls": []any{map[string]any{"hosts": []any{"news.example"}, "secretName": "news-tls"}}},
+	"httpRoute": map[string]any{"enabled": true, "hostnames": []any{"news.example"},
+		"parentRefs": []any{map[string]any{"name": "public", "namespace": "gateways", "sectionName": "https"}}},
+	"networkPolicy": map[string]any{
+		"admin":  map[string]any{"from": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "newsroom-ops"}}}}},
+		"egress": map[string]any{"enabled": true},
+	},
+	"prometheusRule":   map[string]any{"enabled": true},
+	"grafanaDashboard": map[string]any{"enabled": true},
+})
+
+// apiService is the Service of the API (not the admin one).
+func apiService(t *testing.T, objs []runtime.Object) *corev1.Service {
+	t.Helper()
+	for _, s := range find[*corev1.Service](objs) {
+		if s.Name == "prodapi" {
+			return s
+		}
+	}
+	t.Fatal("no Service prodapi")
+	return nil
+}
+
+func matchesSelector(t *testing.T, sel metav1.LabelSelector, set map[string]string) bool {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(&sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Matches(labels.Set(set))
+}
+
+// The admin listener gets its port, its secret and a Service of its own;
+// the Ingress and the HTTPRoute reach the API's Service only, and the
+// NetworkPolicy lets the admin port be reached from the selected peers
+// alone.
+func TestAdminListener(t *testing.T) {
+	objs := renderAndDecode(t, everything)
+	d := one[*appsv1.Deployment](t, objs)
+	c := d.Spec.Template.Spec.Containers[0]
+	if got := envVar(t, c, "PRODAPI_ADMIN_ADDR").Value; got != ":5501" {
+		t.Errorf("PRODAPI_ADMIN_ADDR = %q, want :5501", got)
+	}
+	var adminSecretObj *corev1.Secret
+	for _, s := range find[*corev1.Secret](objs) {
+		if s.Name == "prodapi-admin" {
+			adminSecretObj = s
+		}
+	}
+	ref := envVar(t, c, "PRODAPI_ADMIN_SECRET").ValueFrom
+	if adminSecretObj == nil || ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != adminSecretObj.Name ||
+		string(adminSecretObj.Data[ref.SecretKeyRef.Key]) != adminSecret {
+		t.Fatalf("PRODAPI_ADMIN_SECRET from %+v, admin secret %+v", ref, adminSecretObj)
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "admin" && p.ContainerPort == 5501 }) {
+		t.Errorf("no admin port in %+v", c.Ports)
+	}
+	if d.Spec.Template.Annotations["checksum/admin-secret"] == "" {
+		t.Error("pods do not restart when the admin secret changes")
+	}
+
+	api := apiService(t, objs)
+	for _, p := range api.Spec.Ports {
+		if p.TargetPort.String() == "admin" {
+			t.Errorf("the API's Service exposes the admin port: %+v", p)
+		}
+	}
+	var admin *corev1.Service
+	for _, s := range find[*corev1.Service](objs) {
+		if s.Name == "prodapi-admin" {
+			admin = s
+		}
+	}
+	if admin == nil || admin.Spec.Type != corev1.ServiceTypeClusterIP || len(admin.Spec.Ports) != 1 || admin.Spec.Ports[0].TargetPort.String() != "admin" ||
+		!selects(admin.Spec.Selector, d.Spec.Template.Labels) {
+		t.Fatalf("admin service %+v", admin)
+	}
+
+	ing := one[*networkingv1.Ingress](t, objs)
+	if len(ing.Spec.Rules) != 1 || ing.Spec.Rules[0].Host != "news.example" || *ing.Spec.IngressClassName != "nginx" || len(ing.Spec.TLS) != 1 {
+		t.Errorf("ingress %+v", ing.Spec)
+	}
+	for _, r := range ing.Spec.Rules {
+		for _, p := range r.HTTP.Paths {
+			if b := p.Backend.Service; b == nil || b.Name != api.Name || b.Port.Name != "http" {
+				t.Errorf("the Ingress routes %s to %+v, want the API's Service", p.Path, p.Backend)
+			}
+		}
+	}
+	route := one[*gatewayv1.HTTPRoute](t, objs)
+	if len(route.Spec.ParentRefs) != 1 || route.Spec.ParentRefs[0].Name != "public" || len(route.Spec.Hostnames) != 1 || route.Spec.Hostnames[0] != "news.example" {
+		t.Errorf("httproute %+v", route.Spec)
+	}
+	for _, r := range route.Spec.Rules {
+		for _, b := range r.BackendRefs {
+			if string(b.Name) != api.Name || b.Port == nil || int32(*b.Port) != api.Spec.Ports[0].Port {
+				t.Errorf("the HTTPRoute routes to %+v, want the API's Service", b.BackendObjectReference)
+			}
+		}
+	}
+
+	np := one[*networkingv1.NetworkPolicy](t, objs)
+	var apiRule, adminRule bool
+	for _, r := range np.Spec.Ingress {
+		switch {
+		case len(r.Ports) == 1 && r.Ports[0].Port.String() == "http":
+			apiRule = len(r.From) == 0
+		case len(r.Ports) == 1 && r.Ports[0].Port.String() == "admin":
+			adminRule = len(r.From) == 1 && r.From[0].NamespaceSelector != nil &&
+				r.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "newsroom-ops"
+		default:
+			t.Errorf("unexpected ingress rule %+v", r)
+		}
+	}
+	if !apiRule || !adminRule {
+		t.Errorf("ingress rules %+v: want the API from anywhere, the admin port from newsroom-ops only", np.Spec.Ingress)
+	}
+	loadsInProdapi(t, c, &corev1.Secret{Data: map[string][]byte{
+		"AUTH_SERVER_SHARED_SECRET": []byte("a-chart-test-secret-of-32-bytes-or-more"), "PRODAPI_ADMIN_SECRET": []byte(adminSecret)}})
+
+	// With no peers named, no pod reaches the admin port.
+	objs = renderAndDecode(t, with(map[string]any{"admin": map[string]any{"enabled": true, "existingSecret": "ops", "existingSecretKey": "purge"}}))
+	np = one[*networkingv1.NetworkPolicy](t, objs)
+	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
+		t.Errorf("ingress rules %+v: want the API's port only", np.Spec.Ingress)
+	}
+	c = one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
+	if ref := envVar(t, c, "PRODAPI_ADMIN_SECRET").ValueFrom.SecretKeyRef; ref.Name != "ops" || ref.Key != "purge" {
+		t.Errorf("admin secret from %+v, want ops/purge", ref)
+	}
+	for _, s := range find[*corev1.Secret](objs) {
+		if s.Name == "prodapi-admin" {
+			t.Error("an admin Secret beside the existing one")
+		}
+	}
+}
+
+// With egress restricted, the pods reach DNS and each backend's ports,
+// to the peers given or anywhere.
+func TestNetworkPolicyEgress(t *testing.T) {
+	objs := renderAndDecode(t, with(map[string]any{"networkPolicy": map[string]any{"egress": map[string]any{
+		"enabled": true,
+		"mongo":   map[string]any{"ports": []any{27017}, "to": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app": "mongo"}}}}},
+		"otlp":    map[string]any{"ports": []any{}},
+		"extra":   []any{map[string]any{"ports": []any{map[string]any{"port": 8443}}}},
+	}}}))
+	np := one[*networkingv1.NetworkPolicy](t, objs)
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+		t.Fatalf("policy types %v: egress not restricted", np.Spec.PolicyTypes)
+	}
+	ports := map[string][]networkingv1.NetworkPolicyPeer{}
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.Ports {
+			ports[p.Port.String()] = r.To
+		}
+	}
+	for _, p := range []string{"53", "27017", "9200", "6379", "26379", "443", "8443"} {
+		if _, ok := ports[p]; !ok {
+			t.Errorf("no egress to port %s: %+v", p, np.Spec.Egress)
+		}
+	}
+	if _, ok := ports["4318"]; ok {
+		t.Error("egress to the OTLP port although its ports are empty")
+	}
+	if to := ports["27017"]; len(to) != 1 || to[0].PodSelector == nil || to[0].PodSelector.MatchLabels["app"] != "mongo" {
+		t.Errorf("MongoDB egress to %+v, want the mongo pods", to)
+	}
+	if to := ports["9200"]; len(to) != 0 {
+		t.Errorf("Elasticsearch egress to %+v, want anywhere", to)
+	}
+
+	// Off, there is none.
+	objs = renderAndDecode(t, with(map[string]any{"networkPolicy": map[string]any{"enabled": false}}))
+	if n := len(find[*networkingv1.NetworkPolicy](objs)); n != 0 {
+		t.Errorf("%d NetworkPolicies with networkPolicy.enabled false", n)
+	}
+}
+
+// The securityContexts are values: what is given is merged over the
+// hardened defaults.
+func TestSecurityContextOverride(t *testing.T) {
+	objs := renderAndDecode(t, with(map[string]any{
+		"podSecurityContext": map[string]any{"runAsUser": 10001, "fsGroup": nil},
+		"securityContext":    map[string]any{"seLinuxOptions": map[string]any{"level": "s0:c123,c456"}},
+	}))
+	pod := one[*appsv1.Deployment](t, objs).Spec.Template.Spec
+	if psc := pod.SecurityContext; psc == nil || *psc.RunAsUser != 10001 || psc.FSGroup != nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("pod securityContext %+v: want runAsUser 10001, no fsGroup, still non-root", psc)
+	}
+	sc := pod.Containers[0].SecurityContext
+	if sc == nil || sc.SELinuxOptions == nil || sc.SELinuxOptions.Level != "s0:c123,c456" || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext %+v: want the SELinux level over the defaults", sc)
+	}
+}
+
+// GOMEMLIMIT is goMemLimitPercent of the memory limit, in bytes.
+func TestGoMemLimit(t *testing.T) {
+	for _, tc := range []struct {
+		memory  any
+		percent int
+		env     string
+		want    string // "": not set
+	}{
+		{"1Gi", 90, "", "966367641"},
+		{"1.5Gi", 80, "", "1288490188"},
+		{"500M", 90, "", "450000000"},
+		{"536870912", 90, "", "483183820"},
+		{"1Gi", 0, "", ""},
+		{nil, 90, "", ""},
+		{"1Gi", 90, "700MiB", "700MiB"},
+	} {
+		limits := map[string]any{"cpu": "1", "memory": tc.memory} // nil drops the default limit
+		v := with(map[string]any{"resources": map[string]any{"limits": limits}, "goMemLimitPercent": tc.percent})
+		if tc.env != "" {
+			v["env"] = map[string]any{"GOMEMLIMIT": tc.env}
+		}
+		c := one[*appsv1.Deployment](t, renderAndDecode(t, v)).Spec.Template.Spec.Containers[0]
+		var got string
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				got = e.Value
+			}
+		}
+		if got != tc.want {
+			t.Errorf("memory %v at %d%% (env %q): GOMEMLIMIT %q, want %q", tc.memory, tc.percent, tc.env, got, tc.want)
+		}
+	}
+}
+
+// The OpenTelemetry values become the standard variables, which prodapi
+// accepts.
+func TestOpenTelemetry(t *testing.T) {
+	objs := renderAndDecode(t, with(map[string]any{"otel": map[string]any{
+		"tracesExporter": "otlp", "endpoint": "http://otel-collector.observability:4318", "serviceName": "prodapi-news",
+		"sampler": "parentbased_traceidratio", "samplerArg": 0.25,
+	}}))
+	c := one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
+	for name, want := range map[string]string{
+		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability:4318",
+		"OTEL_SERVICE_NAME": "prodapi-news", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+	} {
+		if got := envVar(t, c, name).Value; got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	loadsInProdapi(t, c, one[*corev1.Secret](t, objs))
+}
+
+// The chart ships deploy/monitoring's rules and dashboard, byte for byte:
+// its files/ are copies this test keeps identical.
+func TestMonitoringShipped(t *testing.T) {
+	for dst, source := range map[string]string{
+		"files/prometheus-rules.yaml":  "../../monitoring/prometheus/rules.yaml",
+		"files/grafana-dashboard.json": "../../monitoring/grafana/prodapi.json",
+	} {
+		a, err := os.ReadFile(filepath.Join(chartDir, dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			src := "deploy/" + strings.TrimPrefix(source, "../../")
+			t.Errorf("deploy/helm/prodapi/%s differs from %s: cp %[2]s deploy/helm/prodapi/%[1]s", dst, src)
+		}
+	}
+
+	objs := renderAndDecode(t, with(map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
+		"grafanaDashboard": map[string]any{"enabled": true, "annotations": map[string]any{"grafana_folder": "News"}}}))
+	rule := one[*monitoringv1.PrometheusRule](t, objs)
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	b, err := os.ReadFile("../../monitoring/prometheus/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(rule.Spec.Groups) != len(file.Groups) || len(rule.Spec.Groups[0].Rules) != len(file.Groups[0].Rules) || rule.Labels["release"] != "kube-prometheus" {
+		t.Fatalf("PrometheusRule %+v, want the %d groups of rules.yaml", rule.Spec, len(file.Groups))
+	}
+	for i, r := range rule.Spec.Groups[0].Rules {
+		if r.Alert != file.Groups[0].Rules[i].Alert || r.Annotations["runbook_url"] == "" {
+			t.Errorf("rule %d: %q (runbook %q), want %q", i, r.Alert, r.Annotations["runbook_url"], file.Groups[0].Rules[i].Alert)
+		}
+	}
+	var dashboard *corev1.ConfigMap
+	for _, cm := range find[*corev1.ConfigMap](objs) {
+		if cm.Labels["grafana_dashboard"] == "1" {
+			dashboard = cm
+		}
+	}
+	want, err := os.ReadFile("../../monitoring/grafana/prodapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dashboard == nil || strings.TrimSpace(dashboard.Data["prodapi.json"]) != strings.TrimSpace(string(want)) || dashboard.Annotations["grafana_folder"] != "News" {
+		t.Fatalf("no ConfigMap labelled grafana_dashboard: \"1\" holding the dashboard: %+v", dashboard)
+	}
+
+	// The sidecar's label is a value; both are off by default.
+	objs = renderAndDecode(t, with(map[string]any{"grafanaDashboard": map[string]any{"enabled": true, "label": "dashboards", "labelValue": "prodapi"}}))
+	if cms := find[*corev1.ConfigMap](objs); len(cms) != 1 || cms[0].Labels["dashboards"] != "prodapi" {
+		t.Errorf("dashboard ConfigMaps %+v, want one labelled dashboards: prodapi", cms)
+	}
+	objs = renderAndDecode(t, withSecret)
+	if len(find[*corev1.ConfigMap](objs))+len(find[*monitoringv1.PrometheusRule](objs)) != 0 {
+		t.Error("a dashboard or rules by default")
 	}
 }
