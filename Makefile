@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
-.PHONY: run test test-real chart-test lint integration stack seed bench fuzz build
+.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build
 
 ## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
 run:
@@ -47,13 +47,25 @@ test-real:
 	grep -ho 'against redis-server [0-9.]*' $$log | sed 's/^against /  /' | sort -u; \
 	rm -f $$log; exit $$status
 
-## chart-test: render deploy/helm/prodapi (Helm's engine, then the helm CLI) and validate every manifest
-## against the Kubernetes API types
+## chart-test: render deploy/helm/prodapi (Helm's engine, then the helm CLI, every optional manifest on) and
+## validate every manifest against the Kubernetes, prometheus-operator and Gateway API types
 chart-test:
 	cd deploy/helm/test && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@mkdir -p bin
-	$(HELM) template prodapi deploy/helm/prodapi --kube-version 1.30.0 --set auth.sharedSecret=chart-test --set serviceMonitor.enabled=true > bin/chart.yaml
+	$(HELM) template prodapi deploy/helm/prodapi --kube-version 1.30.0 --set publicURL=https://prodapi.example \
+	  --set auth.sharedSecret=chart-test --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
+	  --set grafanaDashboard.enabled=true --set admin.enabled=true --set admin.secret=chart-test-admin-secret-of-32-bytes \
+	  --set ingress.enabled=true --set 'ingress.hosts={prodapi.example}' --set httpRoute.enabled=true \
+	  --set 'httpRoute.parentRefs[0].name=public' --set networkPolicy.egress.enabled=true > bin/chart.yaml
 	cd deploy/helm/test && CHART_MANIFESTS=$(CURDIR)/bin/chart.yaml $(GO) test -count=1 -run '^TestManifestsFile$$' ./...
+
+## monitoring-test: promtool (built from deploy/monitoring's go.mod) checks and unit-tests the alerting rules,
+## then deploy/monitoring's tests: runbooks, the dashboard's PromQL, and every series it names exposed by prodapi
+monitoring-test:
+	cd deploy/monitoring && $(GO) vet ./... && \
+	  $(GO) tool promtool check rules prometheus/rules.yaml && \
+	  $(GO) tool promtool test rules prometheus/rules_test.yaml && \
+	  $(GO) test -count=1 ./...
 
 ## lint: vet, formatting, staticcheck
 lint:
