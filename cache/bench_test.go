@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -239,7 +238,7 @@ func staleLoop(b *testing.B, e *env, q *sources.Query) {
 	e.settle()
 	e.advance(15 * time.Second)
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 		close(entered)
 		<-release
 		return nil, nil

@@ -18,10 +18,26 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
+
+// A Loader produces the representation of a query: what the cache calls
+// on a miss (in prodapi, the renderer). Errors wrapping
+// sources.ErrInvalid or sources.ErrNotFound refuse the query; any other
+// error lets the cache serve a stale entry instead. A Loader must not
+// keep or modify the representations it returns: the cache shares them.
+type Loader interface {
+	Load(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+}
+
+// LoaderFunc adapts a function to a Loader.
+type LoaderFunc func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+
+// Load calls f.
+func (f LoaderFunc) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	return f(ctx, q)
+}
 
 // Options tune a Cache. The zero value is usable.
 type Options struct {
@@ -97,7 +113,7 @@ const (
 type Cache struct {
 	rdb          redis.UniversalClient // nil: in-process only
 	pipe         *redis.AutoPipeliner  // reads through rdb's auto-pipeliner; nil: plain GETs
-	load         render.Loader
+	load         Loader
 	ttl          func(resource string, detail bool) time.Duration
 	stale        time.Duration
 	notFoundTTL  time.Duration
@@ -153,13 +169,13 @@ type failure struct {
 	at     time.Time
 }
 
-var _ render.Loader = (*Cache)(nil)
+var _ Loader = (*Cache)(nil) // a cache is a loader too: the server's
 
 // New returns a cache that answers from its tiers and loads through load.
 // With rdb nil it keeps entries in process only. The cache does not close
 // rdb. A client built elsewhere than NewRedis should set
 // ContextTimeoutEnabled, or Redis calls cannot be bounded.
-func New(rdb redis.UniversalClient, load render.Loader, opts Options) *Cache {
+func New(rdb redis.UniversalClient, load Loader, opts Options) *Cache {
 	c := &Cache{
 		rdb:          rdb,
 		load:         load,
@@ -240,11 +256,11 @@ const (
 type fill struct {
 	tier   string // where the entry came from: local, redis or backend
 	kind   kind
-	e      *entry                 // the entry served (nil for kindPass)
-	raw    []byte                 // the uncompressed body, after a load
-	pass   *render.Representation // kindPass: the loader's answer
-	status int                    // fwd-status: the load's status, or the failure's
-	fleet  bool                   // loaded by another replica (one load per fleet)
+	e      *entry                  // the entry served (nil for kindPass)
+	raw    []byte                  // the uncompressed body, after a load
+	pass   *sources.Representation // kindPass: the loader's answer
+	status int                     // fwd-status: the load's status, or the failure's
+	fleet  bool                    // loaded by another replica (one load per fleet)
 }
 
 // Load answers q from the cache, loading it through the wrapped Loader
@@ -252,7 +268,7 @@ type fill struct {
 // byte slices with the cache, and a hit's may be shared by other hits:
 // read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
-func (c *Cache) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+func (c *Cache) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	if c.tracer == nil {
 		rep, _, err := c.lookup(ctx, q)
 		return rep, err
@@ -276,7 +292,7 @@ const (
 )
 
 // lookup is Load, also reporting the tier that answered.
-func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*render.Representation, string, error) {
+func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Representation, string, error) {
 	if q == nil || q.Resource == nil {
 		return nil, "", errors.New("cache: a query without a resource")
 	}
@@ -451,13 +467,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 // store makes an entry of a loaded representation and puts it in both
 // tiers, unless it may not be stored: NoStore (a degraded enrichment),
 // or a status other than 200 and 404.
-func (c *Cache) store(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration) *fill {
+func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration) *fill {
 	return c.storeWith(ctx, key, f, rep, fresh, false)
 }
 
 // storeWith is store; direct writes the value to Redis before it returns
 // (a lease holder's waiters poll for it) instead of queueing the write.
-func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *render.Representation, fresh time.Duration, direct bool) *fill {
+func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
@@ -610,7 +626,7 @@ var (
 
 // callLoader runs the wrapped loader, turning a panic into an error: a
 // panic inside a flight would otherwise crash the process.
-func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *render.Representation, err error) {
+func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *sources.Representation, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("cache: panic in a load", "resource", q.Resource.Name, "panic", p, "stack", string(debug.Stack()))
@@ -643,7 +659,7 @@ func (c *Cache) background(ctx context.Context) (context.Context, context.Cancel
 }
 
 // bypass loads without the cache, for a resource whose TTL is zero.
-func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
@@ -676,7 +692,7 @@ func fwdStatus(err error) int {
 
 // localHit is represent for a hit on the in-process tier, memoised on
 // the record for as long as its Cache-Status stays the same (a second).
-func (c *Cache) localHit(res string, r *record, now time.Time) *render.Representation {
+func (c *Cache) localHit(res string, r *record, now time.Time) *sources.Representation {
 	ttl := r.e.ttl(now)
 	if m := r.hit.Load(); m != nil && m.ttl == ttl {
 		m.count.Inc()
@@ -689,8 +705,8 @@ func (c *Cache) localHit(res string, r *record, now time.Time) *render.Represent
 
 // represent builds the Representation of e for one request, and counts
 // the request.
-func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *render.Representation {
-	rep := &render.Representation{
+func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *sources.Representation {
+	rep := &sources.Representation{
 		Status:       e.status,
 		ETag:         e.etag,
 		Total:        e.total,

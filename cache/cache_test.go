@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -23,7 +22,7 @@ type seen struct {
 	Version     string
 }
 
-func see(t *testing.T, rep *render.Representation) seen {
+func see(t *testing.T, rep *sources.Representation) seen {
 	t.Helper()
 	s := seen{Status: rep.Status, Outcome: rep.Outcome, CacheStatus: rep.CacheStatus}
 	if rep.Status == 200 {
@@ -198,7 +197,7 @@ func TestStaleWhileRevalidate(t *testing.T) {
 	e.advance(15 * time.Second) // 5s past freshness, within the 1m window
 
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.be.setHook(func(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 		close(entered)
 		<-release
 		return nil, nil
@@ -253,7 +252,7 @@ func TestStaleIfError(t *testing.T) {
 			stored, _ := e.m.Get(Key(q))
 
 			e.advance(20 * time.Second)
-			e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) { return nil, tc.err })
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return nil, tc.err })
 
 			// The first stale request starts the refresh, which fails.
 			got := see(t, e.load(t, q))
@@ -305,7 +304,7 @@ func TestStaleIfErrorOnTheRequestPath(t *testing.T) {
 	e.settle()
 	e.m.FlushAll()
 	e.advance(3 * time.Second)
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		return nil, fmt.Errorf("mongo: %w", sources.ErrUnavailable)
 	})
 	got := see(t, e.load(t, q))
@@ -325,7 +324,7 @@ func TestErrorsWithoutAnEntry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) { return nil, tc.err })
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return nil, tc.err })
 			q := list(t, "items")
 			for range 2 {
 				_, err := e.c.Load(context.Background(), q)
@@ -354,7 +353,7 @@ func TestRefusedQueryIsNotServedStale(t *testing.T) {
 	e.settle()
 	e.m.FlushAll()
 	e.advance(3 * time.Second)
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		return nil, fmt.Errorf("elastic: %w", sources.ErrInvalid)
 	})
 	if _, err := e.c.Load(context.Background(), q); !errors.Is(err, sources.ErrInvalid) {
@@ -365,15 +364,15 @@ func TestRefusedQueryIsNotServedStale(t *testing.T) {
 func TestNeverStored(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		rep  *render.Representation
+		rep  *sources.Representation
 	}{
-		{"no-store", &render.Representation{Status: 200, Body: []byte(`{"degraded":true}`), NoStore: true}},
-		{"status 500", &render.Representation{Status: 500, Body: []byte(`{}`)}},
-		{"status 0", &render.Representation{Body: []byte(`{}`)}},
+		{"no-store", &sources.Representation{Status: 200, Body: []byte(`{"degraded":true}`), NoStore: true}},
+		{"status 500", &sources.Representation{Status: 500, Body: []byte(`{}`)}},
+		{"status 0", &sources.Representation{Body: []byte(`{}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) { return tc.rep, nil })
+			e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { return tc.rep, nil })
 			q := list(t, "items")
 			for range 2 {
 				rep := e.load(t, q)
@@ -489,7 +488,7 @@ func TestCacheStatusNeverCarriesTheKey(t *testing.T) {
 
 func TestPanicInALoadIsAnError(t *testing.T) {
 	e := newEnv(t)
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) { panic("renderer bug") })
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { panic("renderer bug") })
 	q := list(t, "items")
 	if _, err := e.c.Load(context.Background(), q); !errors.Is(err, errPanic) {
 		t.Errorf("Load error = %v, want errPanic", err)
@@ -506,7 +505,7 @@ func TestPanicInARefreshIsContained(t *testing.T) {
 	e.load(t, q)
 	e.settle()
 	e.advance(15 * time.Second)
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) { panic("renderer bug") })
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) { panic("renderer bug") })
 	if rep := e.load(t, q); rep.Outcome != OutcomeStale {
 		t.Errorf("outcome %s, want stale", rep.Outcome)
 	}
@@ -518,7 +517,7 @@ func TestPanicInARefreshIsContained(t *testing.T) {
 
 func TestLoadTimeout(t *testing.T) {
 	e := newEnv(t, withOptions(func(o *Options) { o.LoadTimeout = 10 * time.Millisecond }))
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
@@ -545,7 +544,7 @@ func TestWaitersHonourTheirOwnContext(t *testing.T) {
 	e := newEnv(t)
 	q := list(t, "items")
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 		close(entered)
 		select {
 		case <-release:
@@ -571,7 +570,7 @@ func TestWaitersHonourTheirOwnContext(t *testing.T) {
 	// A second caller joins the same load, which goes on.
 	ctxB := &joinCtx{Context: context.Background(), joined: make(chan struct{})}
 	type result struct {
-		rep *render.Representation
+		rep *sources.Representation
 		err error
 	}
 	resB := make(chan result)
@@ -614,7 +613,7 @@ func TestStampede(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.opts...)
 			release := make(chan struct{})
-			e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+			e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 				<-release // a slow backend
 				return nil, nil
 			})
@@ -805,7 +804,7 @@ func TestCloseDrainsWritesAndStopsRefreshes(t *testing.T) {
 
 	// A refresh that would run until its context ends.
 	entered := make(chan struct{})
-	e.be.setHook(func(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 		if q.ID == "" {
 			close(entered)
 			<-ctx.Done()
@@ -832,7 +831,7 @@ func TestCloseDrainsWritesAndStopsRefreshes(t *testing.T) {
 		}
 	}
 	// Loads after Close still answer, on a live context.
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 		return nil, ctx.Err()
 	})
 	if rep := e.load(t, detail(t, "items", "late")); rep.Outcome != OutcomeMiss {
@@ -882,7 +881,7 @@ func TestCloseGivesUpWithItsContext(t *testing.T) {
 	e.advance(15 * time.Second)
 	// A refresh stuck in a loader that ignores its context.
 	entered, release := make(chan struct{}), make(chan struct{})
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		close(entered)
 		<-release
 		return nil, nil
@@ -908,7 +907,7 @@ func TestRedisHitDoesNotWaitForAFlight(t *testing.T) {
 	q := detail(t, "items", "urn:slow")
 	started, release := make(chan struct{}), make(chan struct{})
 	var first sync.Once
-	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(ctx context.Context, _ *sources.Query) (*sources.Representation, error) {
 		hang := false
 		first.Do(func() { hang = true })
 		if hang {

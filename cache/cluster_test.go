@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
@@ -76,7 +75,7 @@ func (r *replica) counter(name string) uint64 { return r.metrics.Counter(name, "
 func wantBody(q *sources.Query) []byte { return body(q, 1, 2048) }
 
 // checkRep reports what is wrong with rep as the answer to q.
-func checkRep(q *sources.Query, rep *render.Representation, err error) error {
+func checkRep(q *sources.Query, rep *sources.Representation, err error) error {
 	if err != nil {
 		return err
 	}
@@ -200,7 +199,7 @@ func checkStored(t *testing.T, url string, qs []*sources.Query, since time.Time)
 			t.Errorf("%s: %v", key, err)
 			continue
 		}
-		rep := &render.Representation{Status: e.status, ETag: e.etag}
+		rep := &sources.Representation{Status: e.status, ETag: e.etag}
 		if e.gzip {
 			rep.Gzip = e.body
 		} else {

@@ -1,8 +1,11 @@
 // Package cache is prodapi's read-through cache: an in-process tier in
-// front of Redis (shared by the replicas), in front of the renderer
-// (server/render), with one backend load per key at a time.
+// front of Redis (shared by the replicas), in front of a Loader, with one
+// load per key at a time. The cache knows queries and finished
+// representations (sources.Representation), never documents or how they
+// are rendered: cmd/prodapi hands it the renderer (server/render) as its
+// Loader.
 //
-// A Cache wraps a render.Loader and is one: the server checks auth and
+// A Cache wraps a Loader and is one: the server checks auth and
 // scope on every request, hits included, and parses the query before it
 // calls Load. The cache never sees a token.
 //
@@ -100,7 +103,7 @@
 //
 // # Invalidation
 //
-// Every stored entry knows what it was built from. render.Representation
+// Every stored entry knows what it was built from. sources.Representation
 // names its documents ("resource/id": a detail's own id and the ids its
 // _links point to; a list's ids on the page and theirs), and the entry
 // carries them as tags, with the key's own:

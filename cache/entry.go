@@ -15,7 +15,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/prodapi/prodapi/server/render"
+	"github.com/prodapi/prodapi/sources"
 )
 
 // minGzip is the smallest body stored compressed. Smaller ones (404s,
@@ -160,7 +160,7 @@ func rightSized(b []byte) []byte {
 // newEntry builds the entry for a loaded representation: the body is
 // compressed once here (unless the loader already did, or it is small),
 // and a missing ETag is computed from it.
-func (c *Cache) newEntry(rep *render.Representation, now time.Time, fresh, stale time.Duration) *entry {
+func (c *Cache) newEntry(rep *sources.Representation, now time.Time, fresh, stale time.Duration) *entry {
 	e := &entry{
 		status:       rep.Status,
 		etag:         rep.ETag,

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -19,7 +18,7 @@ import (
 func BenchmarkFleetColdKey(b *testing.B) {
 	srv := realserver.StartRedis(b, 0)
 	be := newBackend()
-	be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		time.Sleep(20 * time.Millisecond) // the backend's latency
 		return nil, nil
 	})

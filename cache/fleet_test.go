@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -17,7 +16,7 @@ import (
 func coldKeyStorm(t *testing.T, e *env, replicas []*Cache, q *sources.Query, n int) map[string]int {
 	t.Helper()
 	release := make(chan struct{})
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		<-release
 		return nil, nil
 	})
@@ -76,7 +75,7 @@ func TestFleetLeaseLapses(t *testing.T) {
 	if err := e.rdb.Set(context.Background(), leaseKey(Key(q)), "a dead replica", 30*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan *render.Representation)
+	done := make(chan *sources.Representation)
 	go func() {
 		rep, err := e.c.Load(context.Background(), q)
 		if err != nil {
@@ -105,7 +104,7 @@ func TestFleetLeaseReleasedOnFailure(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	calls := 0
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		mu.Lock()
 		calls++
 		first := calls == 1

@@ -16,7 +16,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -52,12 +51,12 @@ type backend struct {
 
 	// hook, when set, runs before the answer is built; a non-nil
 	// representation or error from it is the answer.
-	hook func(ctx context.Context, q *sources.Query) (*render.Representation, error)
+	hook func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
 }
 
 func newBackend() *backend { return &backend{loads: map[string]int{}, version: 1} }
 
-func (b *backend) Load(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+func (b *backend) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	b.mu.Lock()
 	b.loads[Key(q)]++
 	hook, version, size := b.hook, b.version, b.size
@@ -68,7 +67,7 @@ func (b *backend) Load(ctx context.Context, q *sources.Query) (*render.Represent
 		}
 	}
 	if q.ID == "missing" {
-		return &render.Representation{Status: 404, Body: []byte(`{"_status":"ERR"}`), Total: -1}, nil
+		return &sources.Representation{Status: 404, Body: []byte(`{"_status":"ERR"}`), Total: -1}, nil
 	}
 	return representation(body(q, version, cmpOr(size, 2048))), nil
 }
@@ -81,7 +80,7 @@ func cmpOr(a, b int) int {
 }
 
 // setHook replaces the hook.
-func (b *backend) setHook(h func(ctx context.Context, q *sources.Query) (*render.Representation, error)) {
+func (b *backend) setHook(h func(ctx context.Context, q *sources.Query) (*sources.Representation, error)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.hook = h
@@ -118,9 +117,9 @@ func body(q *sources.Query, version, size int) []byte {
 	return append(b, `"}`...)
 }
 
-func representation(body []byte) *render.Representation {
+func representation(body []byte) *sources.Representation {
 	sum := sha256.Sum256(body)
-	return &render.Representation{
+	return &sources.Representation{
 		Status:       200,
 		Body:         body,
 		ETag:         `"` + hex.EncodeToString(sum[:8]) + `"`,
@@ -151,7 +150,7 @@ func detail(t testing.TB, res, id string) *sources.Query {
 }
 
 // plain returns the uncompressed body of rep.
-func plain(t testing.TB, rep *render.Representation) []byte {
+func plain(t testing.TB, rep *sources.Representation) []byte {
 	t.Helper()
 	if rep.Body != nil {
 		return rep.Body
@@ -168,7 +167,7 @@ func plain(t testing.TB, rep *render.Representation) []byte {
 }
 
 // version returns the "v" the body of rep was built with.
-func version(t testing.TB, rep *render.Representation) string {
+func version(t testing.TB, rep *sources.Representation) string {
 	t.Helper()
 	b := string(plain(t, rep))
 	_, rest, ok := strings.Cut(b, `"v":`)
@@ -262,7 +261,7 @@ func (e *env) settle() {
 	e.c.calls.Wait()
 }
 
-func (e *env) load(t testing.TB, q *sources.Query) *render.Representation {
+func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {
 	t.Helper()
 	rep, err := e.c.Load(context.Background(), q)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
+	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
@@ -57,7 +57,7 @@ type record struct {
 // without a lookup.
 type hitMemo struct {
 	ttl   int64
-	rep   *render.Representation
+	rep   *sources.Representation
 	count metrics.CounterSeries // prodapi_cache_requests_total for the hit, resolved once
 }
 

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -24,7 +23,7 @@ func TestEntryIsChargedWhatItHolds(t *testing.T) {
 	defer closeCache(t, c)
 	now := time.Now()
 	big := body(list(t, "items"), 1, 300<<10) // compresses to almost nothing
-	e := c.newEntry(&render.Representation{Status: 200, Body: big, ETag: `"x"`}, now, time.Minute, 0)
+	e := c.newEntry(&sources.Representation{Status: 200, Body: big, ETag: `"x"`}, now, time.Minute, 0)
 	if !e.gzip {
 		t.Fatal("a 300 KiB body was not compressed")
 	}
@@ -37,12 +36,12 @@ func TestEntryIsChargedWhatItHolds(t *testing.T) {
 
 	// A loader's gzip body sliced from a larger buffer.
 	buf := make([]byte, 100, 64<<10)
-	e = c.newEntry(&render.Representation{Status: 200, Gzip: buf, ETag: `"y"`}, now, time.Minute, 0)
+	e = c.newEntry(&sources.Representation{Status: 200, Gzip: buf, ETag: `"y"`}, now, time.Minute, 0)
 	if e.size() > 4<<10 {
 		t.Errorf("a 100-byte body sliced from 64 KiB: the entry holds the 64 KiB (size %d)", e.size())
 	}
 	// The same for a small plain body.
-	e = c.newEntry(&render.Representation{Status: 404, Body: buf[:10], ETag: `"z"`}, now, time.Minute, 0)
+	e = c.newEntry(&sources.Representation{Status: 404, Body: buf[:10], ETag: `"z"`}, now, time.Minute, 0)
 	if e.size() > 4<<10 {
 		t.Errorf("a 10-byte body sliced from 64 KiB: the entry holds the 64 KiB (size %d)", e.size())
 	}
@@ -141,7 +140,7 @@ func TestRSSStaysWithinTheBudget(t *testing.T) {
 	}
 	const budget, keys = 32 << 20, 20000
 	be := newBackend()
-	be.setHook(func(_ context.Context, q *sources.Query) (*render.Representation, error) {
+	be.setHook(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 		page, _ := strconv.ParseUint(q.Params[0].Value, 10, 64)
 		return representation(userPage(page, 500)), nil
 	})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -63,7 +62,7 @@ func staticTags(q *sources.Query) []string {
 
 // entryTags are the static tags of q followed by a doc tag for every
 // document rep was built from, without duplicates.
-func entryTags(static []string, rep *render.Representation) []string {
+func entryTags(static []string, rep *sources.Representation) []string {
 	tags := slices.Clip(static)
 	seen := make(map[string]struct{}, len(static)+len(rep.Docs))
 	for _, t := range static {
@@ -152,7 +151,7 @@ func (c *Cache) beginFill(ctx context.Context, q *sources.Query) fence {
 // tag gives e the tags of rep and the generations they are stored under.
 // It reports false when e must not be stored: too many tags, or an
 // invalidation of one of them arrived since f was taken.
-func (c *Cache) tag(ctx context.Context, f fence, rep *render.Representation, e *entry) bool {
+func (c *Cache) tag(ctx context.Context, f fence, rep *sources.Representation, e *entry) bool {
 	tags := entryTags(f.static, rep)
 	if len(tags) > maxTags {
 		return false

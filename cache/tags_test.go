@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -17,7 +16,7 @@ import (
 // from: a detail its own id and planning/p1; a list its resource's a and
 // b, and planning/p1 for items.
 func withDocs(e *env) {
-	e.be.setHook(func(_ context.Context, q *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 		e.be.mu.Lock()
 		v := e.be.version
 		e.be.mu.Unlock()
@@ -233,7 +232,7 @@ func TestObsoleteEntryServedOnlyWhenTheLoadFails(t *testing.T) {
 	if err := e.c.Changed(ctx, "items", "i1"); err != nil {
 		t.Fatal(err)
 	}
-	e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		return nil, sources.ErrUnavailable
 	})
 	rep := e.load(t, q)
@@ -252,14 +251,14 @@ func TestFillFencedByAnInvalidationDuringItsLoad(t *testing.T) {
 		ctx := context.Background()
 		q := detail(t, "items", "i1")
 		entered, release := make(chan struct{}), make(chan struct{})
-		e.be.setHook(func(context.Context, *sources.Query) (*render.Representation, error) {
+		e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 			close(entered)
 			<-release
 			rep := representation(body(q, 1, 2048))
 			rep.Docs = []string{"items/i1", "planning/p1"}
 			return rep, nil
 		})
-		done := make(chan *render.Representation)
+		done := make(chan *sources.Representation)
 		go func() {
 			rep, err := e.c.Load(ctx, q)
 			if err != nil {

@@ -20,19 +20,18 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
 // PRODAPI_ACCESS_LOG_HITS: hits are logged one in round(1/share); every
 // other request always.
 func TestAccessLogSamplesHits(t *testing.T) {
-	loader := render.LoaderFunc(func(_ context.Context, q *sources.Query) (*render.Representation, error) {
+	loader := LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 		outcome := "hit"
 		if strings.HasPrefix(q.ID, "miss") {
 			outcome = "miss"
 		}
-		return &render.Representation{Status: 200, Body: []byte(`{}`), Total: -1, Outcome: outcome, CacheStatus: "prodapi; " + outcome}, nil
+		return &sources.Representation{Status: 200, Body: []byte(`{}`), Total: -1, Outcome: outcome, CacheStatus: "prodapi; " + outcome}, nil
 	})
 	tok := token(t, sources.AllScopes...)
 	for _, tc := range []struct {

@@ -14,7 +14,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/prodapi/prodapi/cache"
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -33,7 +32,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // headers and body.
 func BenchmarkHandler(b *testing.B) {
 	body := []byte(`{"_id":"x"}`)
-	rep := &render.Representation{Status: 200, Body: body, Gzip: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: -1,
+	rep := &sources.Representation{Status: 200, Body: body, Gzip: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: -1,
 		LastModified: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC), StoredAt: time.Now(), CacheStatus: "prodapi; hit; ttl=42", Outcome: "hit"}
 	tok, _ := MintToken(testSecret, "bench", sources.AllScopes, time.Hour, time.Now())
 	target := "/prodapi/v1/items/urn:newsml:riverton.example:2026-11-19T18:05:20.436314:a3a0921f-4393-462e-b5ba-04ffb1315805"
@@ -78,7 +77,7 @@ func BenchmarkHandler(b *testing.B) {
 	})
 	b.Run("hit", func(b *testing.B) {
 		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-		s := New(render.LoaderFunc(func(context.Context, *sources.Query) (*render.Representation, error) { return rep, nil }),
+		s := New(LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) { return rep, nil }),
 			Options{Auth: AuthOptions{Enabled: true, Secret: testSecret}, Logger: logger, AccessLog: io.Discard})
 		run(b, s.Handler())
 	})
@@ -128,12 +127,12 @@ func hitHandler(tb testing.TB, edit ...func(*Options)) (http.Handler, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	loader := render.LoaderFunc(func(_ context.Context, q *sources.Query) (*render.Representation, error) {
+	loader := LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 		total := -1
 		if !q.IsDetail() {
 			total = 25
 		}
-		return &render.Representation{Status: 200, Body: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: total,
+		return &sources.Representation{Status: 200, Body: body, ETag: `"0123456789abcdef0123456789abcdef"`, Total: total,
 			LastModified: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}, nil
 	})
 	c := cache.New(nil, loader, cache.Options{TTL: func(string, bool) time.Duration { return time.Hour }})

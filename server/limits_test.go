@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -42,7 +41,7 @@ func rawRequest(t *testing.T, addr, req string) (int, http.Header, string) {
 // error envelope; the limits are the ones net/http applied before.
 func TestNetHTTPErrorsInTheEnvelope(t *testing.T) {
 	var loads atomic.Int64
-	h := New(render.LoaderFunc(func(context.Context, *sources.Query) (*render.Representation, error) {
+	h := New(LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		loads.Add(1)
 		return okRep(`{"_items":[]}`), nil
 	}), Options{Auth: AuthOptions{Enabled: false}}).Handler()

@@ -13,7 +13,7 @@ import (
 
 // outcomes are the outcome label values of
 // prodapi_http_request_duration_seconds: the cache outcomes a response
-// carries (render.Representation.Outcome), "error" for a 5xx answered
+// carries (sources.Representation.Outcome), "error" for a 5xx answered
 // without one, and "none" for every other response the cache had no part
 // in (health, metrics, refused requests).
 var outcomes = [...]string{"hit", "stale", "miss", "collapsed", "bypass", "error", "none"}

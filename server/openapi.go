@@ -6,7 +6,7 @@ import (
 	_ "embed"
 	"net/http"
 
-	"github.com/prodapi/prodapi/server/render"
+	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
 
@@ -38,7 +38,7 @@ func (s *Server) openAPI() handlerFunc {
 	zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestCompression) // the level is valid
 	zw.Write(doc)
 	zw.Close()
-	rep := &render.Representation{Body: doc, Gzip: zipped.Bytes(), ETag: render.ETag(doc), Total: -1}
+	rep := &sources.Representation{Body: doc, Gzip: zipped.Bytes(), ETag: sources.ETag(doc), Total: -1}
 	return func(w http.ResponseWriter, r *http.Request) error {
 		s.writeBody(w, r, rep, "public, max-age=300")
 		return nil

@@ -822,7 +822,7 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
-	var load render.Loader
+	var load server.Loader
 	if failure != nil {
 		load = render.New(failingReader{failure}, e)
 	} else {

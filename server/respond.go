@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
+	"github.com/prodapi/prodapi/sources"
 )
 
 // writeRepresentation writes a finished response: a 200 document or list,
 // or a 404 for a missing detail, negotiating gzip and answering
 // conditional requests from the metadata alone.
-func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep *render.Representation) {
+func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep *sources.Representation) {
 	if info := infoOf(w); info != nil {
 		info.outcome = rep.Outcome
 	}
@@ -41,7 +41,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 // writeBody writes a 200 JSON body with its validators: the gzip coding
 // when the client takes it and the producer has it, a 304 when a
 // validator matches.
-func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *render.Representation, cacheControl string) {
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.Representation, cacheControl string) {
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
 	h["Cache-Control"] = s.headers.str(cacheControl)
@@ -103,7 +103,7 @@ func gzipETag(etag string) string {
 // Last-Modified is only the newest _updated on the page, so an older
 // document changed or deleted leaves it as it was and a client polling by
 // date would keep a stale list for ever.
-func notModified(r *http.Request, rep *render.Representation) bool {
+func notModified(r *http.Request, rep *sources.Representation) bool {
 	if inm := header(r.Header, "If-None-Match"); inm != "" {
 		if rep.ETag == "" {
 			return false
@@ -194,5 +194,5 @@ func gunzip(b []byte) ([]byte, error) {
 // writeStatic writes a small JSON body computed once (the home page), with
 // its ETag.
 func (s *Server) writeStatic(w http.ResponseWriter, r *http.Request, body []byte, etag string) {
-	s.writeRepresentation(w, r, &render.Representation{Body: body, ETag: etag, Total: -1})
+	s.writeRepresentation(w, r, &sources.Representation{Body: body, ETag: etag, Total: -1})
 }

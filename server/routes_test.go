@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -41,7 +40,7 @@ func TestIndexAnswersAsChi(t *testing.T) {
 		if noIndex {
 			i = 1
 		}
-		load := render.LoaderFunc(func(context.Context, *sources.Query) (*render.Representation, error) {
+		load := LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) {
 			loads[i]++
 			return okRep(`{"_items":[]}`), nil
 		})

@@ -1,6 +1,6 @@
 // Package server serves the /prodapi/v1 API over HTTP: routing, token
 // checks, parameter validation (server/query), and writing the
-// representations a render.Loader (the cache, in front of the Renderer)
+// representations a Loader (the cache, in front of the Renderer)
 // produces. It never imports a backend driver or adapter.
 package server
 
@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/server/query"
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 	"github.com/prodapi/prodapi/sources/metrics"
@@ -76,9 +75,23 @@ type Check struct {
 	Probe    func(ctx context.Context) error
 }
 
+// A Loader produces the representation of a query: the cache, in front
+// of the renderer.
+type Loader interface {
+	Load(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+}
+
+// LoaderFunc adapts a function to a Loader.
+type LoaderFunc func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
+
+// Load calls f.
+func (f LoaderFunc) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	return f(ctx, q)
+}
+
 // A Server answers the API. Create it with New; serve Handler.
 type Server struct {
-	load    render.Loader
+	load    Loader
 	auth    *authenticator
 	assets  sources.AssetStore
 	checks  []Check
@@ -108,7 +121,7 @@ type Server struct {
 }
 
 // New returns a server answering list and detail requests with load.
-func New(load render.Loader, opts Options) *Server {
+func New(load Loader, opts Options) *Server {
 	s := &Server{
 		load:    load,
 		auth:    newAuthenticator(opts.Auth),
@@ -158,7 +171,7 @@ func New(load render.Loader, opts Options) *Server {
 	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
-	s.homeETag = []byte(render.ETag(s.home))
+	s.homeETag = []byte(sources.ETag(s.home))
 	return s
 }
 

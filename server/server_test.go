@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -31,7 +30,7 @@ type testServer struct {
 	loads atomic.Int64
 }
 
-func newTestServer(t *testing.T, load render.LoaderFunc, edit ...func(*Options)) *testServer {
+func newTestServer(t *testing.T, load LoaderFunc, edit ...func(*Options)) *testServer {
 	t.Helper()
 	ts := &testServer{}
 	opts := Options{Auth: AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
@@ -39,7 +38,7 @@ func newTestServer(t *testing.T, load render.LoaderFunc, edit ...func(*Options))
 	for _, e := range edit {
 		e(&opts)
 	}
-	counting := render.LoaderFunc(func(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+	counting := LoaderFunc(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 		ts.loads.Add(1)
 		return load(ctx, q)
 	})
@@ -85,12 +84,12 @@ func do(t *testing.T, ts *testServer, method, target string, header ...string) r
 	return response{res.StatusCode, res.Header, string(b)}
 }
 
-func okRep(body string) *render.Representation {
-	return &render.Representation{Status: 200, Body: []byte(body), ETag: render.ETag([]byte(body)), Total: 3}
+func okRep(body string) *sources.Representation {
+	return &sources.Representation{Status: 200, Body: []byte(body), ETag: sources.ETag([]byte(body)), Total: 3}
 }
 
-func staticLoader(rep *render.Representation, err error) render.LoaderFunc {
-	return func(context.Context, *sources.Query) (*render.Representation, error) { return rep, err }
+func staticLoader(rep *sources.Representation, err error) LoaderFunc {
+	return func(context.Context, *sources.Query) (*sources.Representation, error) { return rep, err }
 }
 
 func TestRouting(t *testing.T) {
@@ -213,7 +212,7 @@ func TestRepresentationHeaders(t *testing.T) {
 	body := `{"_items":[{"_id":"a"}]}`
 	stored := testNow.Add(-42 * time.Second)
 	lastMod := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
-	rep := &render.Representation{Status: 200, Gzip: gz(t, body), ETag: `"abc"`, Total: 7, LastModified: lastMod,
+	rep := &sources.Representation{Status: 200, Gzip: gz(t, body), ETag: `"abc"`, Total: 7, LastModified: lastMod,
 		StoredAt: stored, CacheStatus: "prodapi; hit; ttl=18", Outcome: "hit"}
 	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
 
@@ -270,7 +269,7 @@ func TestRepresentationHeaders(t *testing.T) {
 // If-None-Match still wins over it.
 func TestDetailIfModifiedSince(t *testing.T) {
 	lastMod := time.Date(2026, 11, 20, 9, 15, 0, 0, time.UTC)
-	rep := &render.Representation{Status: 200, Body: []byte(`{"_id":"a"}`), ETag: `"abc"`, Total: -1, LastModified: lastMod}
+	rep := &sources.Representation{Status: 200, Body: []byte(`{"_id":"a"}`), ETag: `"abc"`, Total: -1, LastModified: lastMod}
 	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
 	for _, tc := range []struct {
 		headers []string
@@ -317,7 +316,7 @@ func TestLoaderErrors(t *testing.T) {
 }
 
 func TestNotFoundRepresentation(t *testing.T) {
-	rep := &render.Representation{Status: 404, Total: -1, CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
+	rep := &sources.Representation{Status: 404, Total: -1, CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
 	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
 	res := do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
 	if res.status != 404 || res.body != body404 || res.header.Get("Cache-Status") != "prodapi; hit" {
@@ -326,7 +325,7 @@ func TestNotFoundRepresentation(t *testing.T) {
 }
 
 func TestPanicRecovered(t *testing.T) {
-	ts := newTestServer(t, func(context.Context, *sources.Query) (*render.Representation, error) { panic("boom") },
+	ts := newTestServer(t, func(context.Context, *sources.Query) (*sources.Representation, error) { panic("boom") },
 		func(o *Options) { o.Auth.Enabled = false })
 	res := do(t, ts, "GET", "/prodapi/v1/desks")
 	if res.status != 500 || strings.Contains(res.body, "boom") || strings.Contains(res.body, "goroutine") {
@@ -470,7 +469,7 @@ func FuzzValidID(f *testing.F) {
 // Every request is timed by route and cache outcome, and counted while in
 // flight; a 5xx without a cache outcome is an error.
 func TestRequestDurations(t *testing.T) {
-	rep := &render.Representation{Status: 200, Total: -1, Body: []byte(`{}`), CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
+	rep := &sources.Representation{Status: 200, Total: -1, Body: []byte(`{}`), CacheStatus: "prodapi; hit", StoredAt: testNow, Outcome: "hit"}
 	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
 	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
 	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")

@@ -1,9 +1,10 @@
-// Package sources defines what the server, the cache, the enricher and the
-// backends agree on: the Resource table, the Query a request becomes, the
-// Doc a backend returns, the small interfaces backends satisfy, and the
-// errors callers may test for. How a Doc is written as JSON is
-// sources/codec's; the metrics registry is sources/metrics'; the finished
-// HTTP representation is server/render's.
+// Package sources defines what the server, the cache, the renderer, the
+// enricher and the backends agree on: the Resource table, the Query a
+// request becomes, the Doc a backend returns, the Representation the
+// renderer makes of it (which the cache stores and the server writes), the
+// small interfaces backends satisfy, and the errors callers may test for.
+// How a Doc is written as JSON is sources/codec's; the metrics registry is
+// sources/metrics'.
 //
 // It imports nothing from this module and no drivers. Adapters live below
 // it: sources/sandbox, sources/mongo, sources/elastic.

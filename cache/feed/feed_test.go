@@ -11,7 +11,6 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
-	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
@@ -76,7 +75,7 @@ func startReplica(t *testing.T, srv *mongotest.Server, redisURL string, m *metri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	c := cache.New(rdb, render.LoaderFunc(func(context.Context, *sources.Query) (*render.Representation, error) {
+	c := cache.New(rdb, cache.LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		return nil, errors.New("unused")
 	}), cache.Options{RedisTimeout: time.Second})
 	t.Cleanup(func() { c.Close(context.Background()) })

@@ -30,7 +30,7 @@ var noLinks = render.EnricherFunc(func(context.Context, *sources.Resource, []*so
 	return nil, false, nil
 })
 
-func plainBody(b *testing.B, rep *render.Representation) []byte {
+func plainBody(b *testing.B, rep *sources.Representation) []byte {
 	if rep.Body != nil {
 		return rep.Body
 	}

@@ -1,9 +1,10 @@
 // Package render turns a query into its representation: it reads the
 // backend, has the enricher shape the documents, applies the client's
-// projection, adds Eve's _links and encodes the JSON. The Renderer is the
-// Loader beneath the cache, so a request goes server → cache → render →
-// enrich and sources, and never comes back up: this package imports
-// neither server nor cache.
+// projection, adds Eve's _links and encodes the JSON. cmd/prodapi hands
+// the Renderer to the cache as its loader, so a request goes server →
+// cache → render → enrich and sources, and never comes back up: this
+// package imports neither server nor cache, and what it produces
+// (sources.Representation) is named beneath all of them.
 package render
 
 import (
@@ -42,7 +43,7 @@ func (f EnricherFunc) Enrich(ctx context.Context, res *sources.Resource, docs []
 
 // A Renderer produces the representation of a query: it reads the
 // backend, enriches, projects, adds _links and encodes the JSON. It is
-// the Loader the cache wraps.
+// the loader the cache wraps.
 type Renderer struct {
 	store  Reader
 	enrich Enricher
@@ -54,22 +55,20 @@ func New(store Reader, enrich Enricher) *Renderer {
 	return &Renderer{store: store, enrich: enrich}
 }
 
-var _ Loader = (*Renderer)(nil)
-
 // Load renders q. A missing detail is a 404 representation; other
 // failures are errors.
-func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*Representation, error) {
+func (rd *Renderer) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	if q.IsDetail() {
 		return rd.detail(ctx, q)
 	}
 	return rd.list(ctx, q)
 }
 
-func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representation, error) {
+func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	res := q.Resource
 	doc, err := rd.store.Get(ctx, res, q.ID)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &Representation{Status: http.StatusNotFound, Total: -1}, nil
+		return &sources.Representation{Status: http.StatusNotFound, Total: -1}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
@@ -93,7 +92,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*Representati
 	return rep, nil
 }
 
-func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*Representation, error) {
+func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 	res := q.Resource
 	result, err := rd.store.Find(ctx, q)
 	if err != nil {
@@ -180,7 +179,7 @@ func linkedDocs(docs []string, links []*sources.Doc) []string {
 // encode renders v into a scratch buffer and returns it in a body of
 // exactly its size: a 25-item list is 70 KB, and appending it to a
 // growing slice allocated three times that in the copies it left behind.
-func (rd *Renderer) encode(v any, pretty bool) *Representation {
+func (rd *Renderer) encode(v any, pretty bool) *sources.Representation {
 	scratch, _ := rd.bufs.Get().(*[]byte)
 	if scratch == nil {
 		scratch = new([]byte)
@@ -196,7 +195,7 @@ func (rd *Renderer) encode(v any, pretty bool) *Representation {
 		*scratch = b
 		rd.bufs.Put(scratch)
 	}
-	return &Representation{Status: http.StatusOK, Body: body, ETag: ETag(body)}
+	return &sources.Representation{Status: http.StatusOK, Body: body, ETag: sources.ETag(body)}
 }
 
 // maxScratch bounds the encoding buffers kept for reuse: one huge body

@@ -48,7 +48,7 @@ func res(name string) *sources.Resource {
 	return r
 }
 
-func render(t *testing.T, rd *Renderer, q *sources.Query) (*Representation, string) {
+func render(t *testing.T, rd *Renderer, q *sources.Query) (*sources.Representation, string) {
 	t.Helper()
 	rep, err := rd.Load(context.Background(), q)
 	if err != nil {
@@ -73,7 +73,7 @@ func TestRenderDetail(t *testing.T) {
 	if body != want {
 		t.Errorf("detail:\n got %s\nwant %s", body, want)
 	}
-	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != ETag(rep.Body) || rep.Status != 200 {
+	if rep.Total != -1 || !rep.LastModified.Equal(updated) || rep.ETag != sources.ETag(rep.Body) || rep.Status != 200 {
 		t.Errorf("detail metadata: %+v", rep)
 	}
 	if diff := cmp.Diff([]string{"desks/5d76113ab3af37dea3a2eb9e", "planning/p1"}, rep.Docs); diff != "" {

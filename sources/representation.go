@@ -1,16 +1,15 @@
-package render
+package sources
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
-
-	"github.com/prodapi/prodapi/sources"
 )
 
-// A Representation is a finished response for a query: what the cache
-// stores and the server writes.
+// A Representation is a finished response for a query: what the renderer
+// produces, the cache stores and the server writes. It lives here, beneath
+// all three, so that none of them imports another to name it, and a
+// cache hit hands the server the very value it stored.
 type Representation struct {
 	// Status is 200, or 404 for a detail that does not exist (a
 	// deterministic answer the cache keeps briefly). Other failures are
@@ -45,20 +44,6 @@ type Representation struct {
 	// Outcome is the cache outcome for logs and metrics: hit, stale,
 	// miss, collapsed, bypass or error.
 	Outcome string
-}
-
-// A Loader produces the representation of a query. The Renderer is one;
-// the cache wraps one.
-type Loader interface {
-	Load(ctx context.Context, q *sources.Query) (*Representation, error)
-}
-
-// LoaderFunc adapts a function to a Loader.
-type LoaderFunc func(ctx context.Context, q *sources.Query) (*Representation, error)
-
-// Load calls f.
-func (f LoaderFunc) Load(ctx context.Context, q *sources.Query) (*Representation, error) {
-	return f(ctx, q)
 }
 
 // ETag is the strong validator of body: a quoted hash of it.
