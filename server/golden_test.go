@@ -32,7 +32,7 @@ func newSampleServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
-	srv := server.New(render.New(store, e), server.Options{})
+	srv := server.New(render.New(store, e.Enrich), server.Options{})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts

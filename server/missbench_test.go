@@ -51,7 +51,7 @@ func BenchmarkListMiss(b *testing.B) {
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c := cache.New(nil, render.New(st, e), cache.Options{Now: clock})
+	c := cache.New(nil, render.New(st, e.Enrich), cache.Options{Now: clock})
 	b.Cleanup(func() { c.Close(context.Background()) })
 	tok, err := MintToken(testSecret, "bench", sources.AllScopes, 1<<20*time.Hour, now) // the clock moves an hour a request
 	if err != nil {

@@ -824,9 +824,9 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
 	var load server.Loader
 	if failure != nil {
-		load = render.New(failingReader{failure}, e)
+		load = render.New(failingReader{failure}, e.Enrich)
 	} else {
-		c := cache.New(nil, render.New(store, e), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
+		c := cache.New(nil, render.New(store, e.Enrich), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
 		t.Cleanup(func() { c.Close(context.Background()) })
 		load = c
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
-var noLinks = render.EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
+var noLinks = render.EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
 	return nil, false, nil
 })
 

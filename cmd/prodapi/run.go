@@ -179,7 +179,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	defer b.close(logger)
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
-	renderer := render.New(b.store, enricher)
+	renderer := render.New(b.store, enricher.Enrich)
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err

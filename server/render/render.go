@@ -26,32 +26,23 @@ type Reader interface {
 	sources.Finder
 }
 
-// An Enricher shapes documents and computes their enrichment links
-// (package enrich). It returns, per document, the links to add after
-// self/parent/collection; degraded reports an optional step that failed.
-type Enricher interface {
-	Enrich(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, degraded bool, err error)
-}
-
-// EnricherFunc adapts a function to an Enricher.
-type EnricherFunc func(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) ([]*sources.Doc, bool, error)
-
-// Enrich calls f.
-func (f EnricherFunc) Enrich(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) ([]*sources.Doc, bool, error) {
-	return f(ctx, res, docs, detail)
-}
+// An EnrichFunc shapes documents and computes their enrichment links: in
+// prodapi, enrich.Enricher's Enrich. It returns, per document, the links
+// to add after self/parent/collection; degraded reports an optional step
+// that failed.
+type EnrichFunc func(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, degraded bool, err error)
 
 // A Renderer produces the representation of a query: it reads the
 // backend, enriches, projects, adds _links and encodes the JSON. It is
 // the loader the cache wraps.
 type Renderer struct {
 	store  Reader
-	enrich Enricher
+	enrich EnrichFunc
 	bufs   sync.Pool // *[]byte: encoding buffers
 }
 
 // New returns a renderer reading store and shaping with enrich.
-func New(store Reader, enrich Enricher) *Renderer {
+func New(store Reader, enrich EnrichFunc) *Renderer {
 	return &Renderer{store: store, enrich: enrich}
 }
 
@@ -74,7 +65,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
 	}
 	modified := updated(doc)
-	links, degraded, err := rd.enrich.Enrich(ctx, res, []*sources.Doc{doc}, true)
+	links, degraded, err := rd.enrich(ctx, res, []*sources.Doc{doc}, true)
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
@@ -104,7 +95,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 			modified = t
 		}
 	}
-	links, degraded, err := rd.enrich.Enrich(ctx, res, result.Docs, false)
+	links, degraded, err := rd.enrich(ctx, res, result.Docs, false)
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}

@@ -35,7 +35,7 @@ func (f fakeReader) Find(context.Context, *sources.Query) (*sources.Result, erro
 }
 
 // noEnrich shapes nothing and adds a marker link to every document.
-var noEnrich = EnricherFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
+var noEnrich = EnrichFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
 	links := make([]*sources.Doc, len(docs))
 	for i := range docs {
 		links[i] = sources.D("planning", sources.Link("Planning", "planning/p1"))
@@ -163,7 +163,7 @@ func TestRenderList(t *testing.T) {
 		t.Errorf("list Docs (-want +got):\n%s", diff)
 	}
 
-	degraded := EnricherFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
+	degraded := EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
 		return nil, true, nil
 	})
 	rep, _ = render(t, New(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
