@@ -5,14 +5,6 @@ import (
 	"fmt"
 )
 
-// A DocStore is the document database (MongoDB): details, lists of the
-// resources it serves, and lookups.
-type DocStore interface {
-	Getter
-	Finder
-	Looker
-}
-
 // A SearchStore is the search index (Elasticsearch): lists of search
 // resources, and lookups.
 type SearchStore interface {
@@ -21,11 +13,11 @@ type SearchStore interface {
 }
 
 // Split is the platform as the original read it: details always from the
-// document database, lists from the search index for search resources and
-// from the document database otherwise, and each lookup where its
-// Lookup.Search says.
+// document database (MongoDB, a Store), lists from the search index for
+// search resources and from the document database otherwise, and each
+// lookup where its Lookup.Search says.
 type Split struct {
-	Docs   DocStore
+	Docs   Store
 	Search SearchStore
 }
 

@@ -7,7 +7,7 @@
 //	db := client.Database(mongosrc.DatabaseName(cfg.MongoURI))
 //	store := mongosrc.New(db, mongosrc.Options{Timeout: cfg.MongoTimeout, Queries: metrics.SourceQueries(), Logger: log})
 //
-// A *Store is a sources.DocStore and a sources.AssetStore; Ping is for
+// A *Store is a sources.Store and a sources.AssetStore; Ping is for
 // readiness.
 //
 // # Availability

@@ -46,7 +46,7 @@ type Options struct {
 
 // A Store reads Superdesk's MongoDB database: details of every resource,
 // lists of the document-database resources, enrichment lookups, media from
-// GridFS. It is safe for concurrent use. It satisfies sources.DocStore and
+// GridFS. It is safe for concurrent use. It satisfies sources.Store and
 // sources.AssetStore.
 type Store struct {
 	db      *mongodriver.Database
@@ -56,7 +56,7 @@ type Store struct {
 }
 
 var (
-	_ sources.DocStore   = (*Store)(nil)
+	_ sources.Store      = (*Store)(nil)
 	_ sources.AssetStore = (*Store)(nil)
 )
 
