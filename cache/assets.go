@@ -43,7 +43,7 @@ func (a *assets) Asset(ctx context.Context, mediaID string) (*sources.Asset, err
 	// The client hanging up must not count as a Redis failure.
 	if e, _ := c.redisGet(context.WithoutCancel(ctx), key); e != nil && e.status == statusRedirect {
 		if now = c.now(); e.isFresh(now) {
-			c.keepLocal(key, e, now)
+			c.local.put(key, e, now)
 			c.metrics.requests.Inc(assetResource, OutcomeHit)
 			return redirectOf(e), nil
 		}
@@ -69,7 +69,7 @@ func (a *assets) Asset(ctx context.Context, mediaID string) (*sources.Asset, err
 			storedAt:     now,
 			fresh:        fresh,
 		}
-		c.keepLocal(key, e, now)
+		c.local.put(key, e, now)
 		c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh})
 	}
 	return asset, nil

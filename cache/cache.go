@@ -117,7 +117,6 @@ type Cache struct {
 	ttl          func(resource string, detail bool) time.Duration
 	stale        time.Duration
 	notFoundTTL  time.Duration
-	localTTL     time.Duration
 	redisTimeout time.Duration
 	loadTimeout  time.Duration
 	tagTTL       time.Duration
@@ -182,7 +181,6 @@ func New(rdb redis.UniversalClient, load Loader, opts Options) *Cache {
 		ttl:          opts.TTL,
 		stale:        max(opts.Stale, 0),
 		notFoundTTL:  opts.NotFoundTTL,
-		localTTL:     cmp.Or(opts.LocalTTL, DefaultLocalTTL),
 		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
 		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
 		tagTTL:       cmp.Or(opts.TagTTL, DefaultTagTTL),
@@ -209,7 +207,7 @@ func New(rdb redis.UniversalClient, load Loader, opts Options) *Cache {
 	if opts.Tracer != nil {
 		c.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/cache")
 	}
-	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), c.metrics)
+	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), cmp.Or(opts.LocalTTL, DefaultLocalTTL), rdb != nil, c.metrics)
 	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
 	c.breaker.set(closed)
 	c.base, c.cancelBase = context.WithCancel(context.Background())
@@ -446,7 +444,7 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	}
 	other, lease := c.fleet(ctx, key)
 	if other != nil {
-		c.keepLocal(key, other, c.now())
+		c.local.put(key, other, c.now())
 		return &fill{tier: "redis", kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
@@ -513,26 +511,11 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources
 	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
 
-// keepLocal puts e in the in-process tier: servable for LocalTTL at most
-// (its whole freshness when there is no Redis to converge with), never
-// past its freshness.
-func (c *Cache) keepLocal(key string, e *entry, now time.Time) {
-	c.local.put(key, e, c.localUntil(e, now))
-}
-
-func (c *Cache) localUntil(e *entry, now time.Time) time.Time {
-	until := e.freshUntil()
-	if local := now.Add(c.localTTL); c.rdb != nil && local.Before(until) {
-		until = local
-	}
-	return until
-}
-
-// keepLocalUnless is keepLocal for an entry just loaded, unless an
-// invalidation of one of its tags arrived since seq; it reports whether
-// the entry is current.
+// keepLocalUnless puts e in the in-process tier, unless an invalidation
+// of one of its tags arrived since seq; it reports whether the entry is
+// current.
 func (c *Cache) keepLocalUnless(key string, e *entry, now time.Time, seq uint64) bool {
-	return !c.local.putUnless(key, e, c.localUntil(e, now), func() bool {
+	return !c.local.putUnless(key, e, now, func() bool {
 		return c.inval.since(seq, e.tags)
 	})
 }
@@ -688,19 +671,6 @@ func fwdStatus(err error) int {
 	default:
 		return 500
 	}
-}
-
-// localHit is represent for a hit on the in-process tier, memoised on
-// the record for as long as its Cache-Status stays the same (a second).
-func (c *Cache) localHit(res string, r *record, now time.Time) *sources.Representation {
-	ttl := r.e.ttl(now)
-	if m := r.hit.Load(); m != nil && m.ttl == ttl {
-		m.count.Inc()
-		return m.rep
-	}
-	rep := c.represent(res, r.e, nil, now, kindHit, 0, false)
-	r.hit.Store(&hitMemo{ttl: ttl, rep: rep, count: c.metrics.requests.Series(res, OutcomeHit)})
-	return rep
 }
 
 // represent builds the Representation of e for one request, and counts

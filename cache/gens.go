@@ -118,6 +118,6 @@ func (c *Cache) current(ctx context.Context, e *entry) bool {
 		// Unknown: load rather than risk serving an obsolete entry.
 		return false
 	}
-	c.known.remember(&c.inval, seq, e.tags, gens, now.Add(c.localTTL))
+	c.known.remember(&c.inval, seq, e.tags, gens, now.Add(c.local.ttl))
 	return slices.Equal(gens, e.gens)
 }

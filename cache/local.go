@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
@@ -19,9 +18,13 @@ import (
 // after it was put there (so replicas converge on what Redis holds) and
 // never past the entry's freshness. After that it stays, while room
 // allows and until the entry's serve-stale window ends, only as a
-// fallback for when Redis cannot be asked or the backend fails.
+// fallback for when Redis cannot be asked or the backend fails. Without
+// Redis the tier is the cache, and serves entries for their whole
+// freshness.
 type local struct {
-	max int64 // bytes; 0 disables the tier
+	max    int64         // bytes; 0 disables the tier
+	ttl    time.Duration // LocalTTL
+	shared bool          // there is a Redis tier to converge with
 
 	items sync.Map // key → *record
 
@@ -48,21 +51,11 @@ type record struct {
 	size       int64
 	ref        atomic.Bool // read since it was last considered for eviction
 	el         *lst.Element
-	hit        atomic.Pointer[hitMemo] // the hit answered during one second of ttl
+	hit        atomic.Pointer[hitMemo] // the hit answered during one second of ttl (hitmemo.go)
 }
 
-// A hitMemo is the Representation of a local hit, shared by every hit on
-// the record while its Cache-Status ttl stays the same: a hit then
-// allocates no Representation and no Cache-Status, and finds its counter
-// without a lookup.
-type hitMemo struct {
-	ttl   int64
-	rep   *sources.Representation
-	count metrics.CounterSeries // prodapi_cache_requests_total for the hit, resolved once
-}
-
-func newLocal(max int64, m *series) *local {
-	l := &local{max: max}
+func newLocal(max int64, ttl time.Duration, shared bool, m *series) *local {
+	l := &local{max: max, ttl: ttl, shared: shared}
 	if m != nil {
 		l.bytesGauge, l.entries, l.evictions = m.localBytes, m.localEntries, m.localEvictions
 	}
@@ -89,17 +82,29 @@ func (l *local) get(key string, now time.Time) *record {
 	return r
 }
 
-// put stores e under key, servable as a hit until localUntil, evicting
-// what it must to stay within the bound. An entry larger than the whole
-// tier is not kept (and replaces nothing).
-func (l *local) put(key string, e *entry, localUntil time.Time) {
-	l.putUnless(key, e, localUntil, nil)
+// put stores e under key at now, evicting what it must to stay within
+// the bound. An entry larger than the whole tier is not kept (and
+// replaces nothing).
+func (l *local) put(key string, e *entry, now time.Time) {
+	l.putUnless(key, e, now, nil)
+}
+
+// until is when an entry put at now stops being served as a hit: LocalTTL
+// later at most, when there is Redis to converge with, and never past
+// its freshness.
+func (l *local) until(e *entry, now time.Time) time.Time {
+	until := e.freshUntil()
+	if local := now.Add(l.ttl); l.shared && local.Before(until) {
+		until = local
+	}
+	return until
 }
 
 // putUnless is put, unless obsolete reports true; it reports whether
-// obsolete stopped it. obsolete runs under the tier's lock, so that no invalidation
-// slips between its answer and the put.
-func (l *local) putUnless(key string, e *entry, localUntil time.Time, obsolete func() bool) bool {
+// obsolete stopped it. obsolete runs under the tier's lock, so that no
+// invalidation slips between its answer and the put.
+func (l *local) putUnless(key string, e *entry, now time.Time, obsolete func() bool) bool {
+	localUntil := l.until(e, now)
 	size := e.size() + e.tagBytes() + int64(len(key)) + 100
 	l.mu.Lock()
 	defer l.mu.Unlock()
