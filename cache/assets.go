@@ -70,7 +70,9 @@ func (a *assets) Asset(ctx context.Context, mediaID string) (*sources.Asset, err
 			fresh:        fresh,
 		}
 		c.local.put(key, e, now)
-		c.enqueue(writeOp{key: key, val: encode(key, e), ttl: fresh})
+		if c.redis != nil {
+			c.redis.Set(ctx, key, encode(key, e), fresh)
+		}
 	}
 	return asset, nil
 }

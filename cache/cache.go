@@ -5,19 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -61,16 +60,10 @@ type Options struct {
 	// means 2s. Without Redis the tier serves entries for their whole
 	// freshness.
 	LocalTTL time.Duration
-	// RedisTimeout bounds each Redis call; 0 means 50ms.
-	RedisTimeout time.Duration
 	// LoadTimeout bounds a load, which runs detached from the requests
 	// waiting for it; 0 means 10s.
 	LoadTimeout time.Duration
 
-	// TagTTL is how long a tag's generation key lives in Redis after its
-	// last invalidation; 0 means 24h. Entries are written to Redis for at
-	// most TagTTL, so that no entry outlives a generation it predates.
-	TagTTL time.Duration
 	// SearchLag is how long after a change the lists of a search resource
 	// are invalidated a second time (Apply): the search index shows a
 	// write about a second after the database does. 0 means 2s; negative:
@@ -88,12 +81,11 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultListTTL      = 10 * time.Second
-	DefaultDetailTTL    = 60 * time.Second
-	DefaultLocalBytes   = 64 << 20
-	DefaultLocalTTL     = 2 * time.Second
-	DefaultRedisTimeout = 50 * time.Millisecond
-	DefaultLoadTimeout  = 10 * time.Second
+	DefaultListTTL     = 10 * time.Second
+	DefaultDetailTTL   = 60 * time.Second
+	DefaultLocalBytes  = 64 << 20
+	DefaultLocalTTL    = 2 * time.Second
+	DefaultLoadTimeout = 10 * time.Second
 )
 
 // Background refresh policy: after a failed load of a key, no refresh of
@@ -111,33 +103,27 @@ const (
 // package documentation for the policy. A Cache is safe for concurrent
 // use; Close stops its background work.
 type Cache struct {
-	rdb          redis.UniversalClient // nil: in-process only
-	pipe         *redis.AutoPipeliner  // reads through rdb's auto-pipeliner; nil: plain GETs
-	load         Loader
-	ttl          func(resource string, detail bool) time.Duration
-	stale        time.Duration
-	notFoundTTL  time.Duration
-	redisTimeout time.Duration
-	loadTimeout  time.Duration
-	tagTTL       time.Duration
-	searchLag    time.Duration
-	after        func(time.Duration) <-chan time.Time // tests: the second invalidation's timer; nil: a real one
-	log          *slog.Logger
-	now          func() time.Time
-	metrics      *series
-	tracer       trace.Tracer // nil: no spans
+	local *local             // the in-process tier
+	redis *redistier.Tier    // the Redis tier; nil: in-process only
+	reads singleflight.Group // Redis reads, in the requests' own goroutines
+	group singleflight.Group // loads
+	load  Loader
 
-	local   *local
-	breaker breaker
-	group   singleflight.Group // loads
-	reads   singleflight.Group // Redis GETs, in the requests' own goroutines
-	keys    *keyMemo
-	gzip    gzipPool
-	inval   invalLog
-	known   knownGens // generations read from Redis, kept while subscribed
-	id      string    // this replica, in the invalidations it publishes
-	sub     subscriber
-	alone   alone // feed leases and tokens without Redis (lease.go)
+	ttl         func(resource string, detail bool) time.Duration
+	stale       time.Duration
+	notFoundTTL time.Duration
+	loadTimeout time.Duration
+	searchLag   time.Duration
+	after       func(time.Duration) <-chan time.Time // tests: the second invalidation's timer; nil: a real one
+	log         *slog.Logger
+	now         func() time.Time
+	metrics     *series
+	tracer      trace.Tracer // nil: no spans
+
+	keys  *keyMemo
+	gzip  gzipPool
+	inval invalLog
+	known knownGens // generations read from Redis, kept while subscribed
 
 	// base is cancelled by Close: background refreshes derive from it.
 	base       context.Context
@@ -148,18 +134,6 @@ type Cache struct {
 	refreshing map[string]struct{}
 	failures   map[string]failure
 	refreshes  sync.WaitGroup // background refresh goroutines
-
-	wmu         sync.RWMutex // guards wclosed against sends on closed queues
-	wclosed     bool
-	queues      [writers]chan writeOp
-	seed        maphash.Seed
-	pending     sync.WaitGroup // queued writes, for tests
-	calls       sync.WaitGroup // Redis reads not yet judged by the breaker, for tests
-	writersDone sync.WaitGroup
-	abort       chan struct{} // closed when Close stops waiting for writes
-	closeOnce   sync.Once
-	abortOnce   sync.Once
-	queuesOnce  sync.Once
 }
 
 // A failure is the last failed load of a key.
@@ -171,28 +145,26 @@ type failure struct {
 var _ Loader = (*Cache)(nil) // a cache is a loader too: the server's
 
 // New returns a cache that answers from its tiers and loads through load.
-// With rdb nil it keeps entries in process only. The cache does not close
-// rdb. A client built elsewhere than NewRedis should set
-// ContextTimeoutEnabled, or Redis calls cannot be bounded.
-func New(rdb redis.UniversalClient, load Loader, opts Options) *Cache {
+// shared is its Redis tier; with shared nil, or without Redis, the cache
+// keeps entries in process only. A tier serves one cache, which
+// subscribes to its invalidation channel. The cache does not close
+// shared: its owner closes it after the cache.
+func New(shared *redistier.Tier, load Loader, opts Options) *Cache {
 	c := &Cache{
-		rdb:          rdb,
-		load:         load,
-		ttl:          opts.TTL,
-		stale:        max(opts.Stale, 0),
-		notFoundTTL:  opts.NotFoundTTL,
-		redisTimeout: cmp.Or(opts.RedisTimeout, DefaultRedisTimeout),
-		loadTimeout:  cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
-		tagTTL:       cmp.Or(opts.TagTTL, DefaultTagTTL),
-		searchLag:    cmp.Or(opts.SearchLag, 2*time.Second),
-		id:           newReplicaID(),
-		log:          opts.Logger,
-		now:          opts.Now,
-		metrics:      newMetrics(opts.Metrics),
-		refreshing:   map[string]struct{}{},
-		failures:     map[string]failure{},
-		seed:         maphash.MakeSeed(),
-		abort:        make(chan struct{}),
+		load:        load,
+		ttl:         opts.TTL,
+		stale:       max(opts.Stale, 0),
+		notFoundTTL: opts.NotFoundTTL,
+		loadTimeout: cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
+		searchLag:   cmp.Or(opts.SearchLag, 2*time.Second),
+		log:         opts.Logger,
+		now:         opts.Now,
+		metrics:     newMetrics(opts.Metrics),
+		refreshing:  map[string]struct{}{},
+		failures:    map[string]failure{},
+	}
+	if shared != nil && shared.Enabled() {
+		c.redis = shared
 	}
 	if c.ttl == nil {
 		c.ttl = defaultTTL
@@ -207,26 +179,10 @@ func New(rdb redis.UniversalClient, load Loader, opts Options) *Cache {
 	if opts.Tracer != nil {
 		c.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/cache")
 	}
-	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), cmp.Or(opts.LocalTTL, DefaultLocalTTL), rdb != nil, c.metrics)
-	c.breaker = breaker{now: c.now, gauge: c.metrics.breakerState}
-	c.breaker.set(closed)
+	c.local = newLocal(cmp.Or(opts.LocalBytes, DefaultLocalBytes), cmp.Or(opts.LocalTTL, DefaultLocalTTL), c.redis != nil, c.metrics)
 	c.base, c.cancelBase = context.WithCancel(context.Background())
-	if p, ok := rdb.(interface {
-		AsyncAutoPipeline() (*redis.AutoPipeliner, error)
-	}); ok {
-		// Concurrent hits share round trips; the pipeliner belongs to the
-		// client, which closes it. Its deferred face lets a request wait
-		// for its reply in its own goroutine, bounded by its deadline.
-		c.pipe, _ = p.AsyncAutoPipeline() // on error, plain GETs
-	}
-	if rdb != nil {
-		for i := range c.queues {
-			c.queues[i] = make(chan writeOp, writeQueue)
-			c.writersDone.Add(1)
-			// Ends when Close closes the queue.
-			go c.writer(c.queues[i])
-		}
-		c.subscribe()
+	if c.redis != nil {
+		c.redis.Subscribe(listener{c})
 	}
 	return c
 }
@@ -313,19 +269,9 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		}
 	}
 
-	// Redis is read in the request's own goroutine: a flight, and the
-	// goroutine DoChan starts for it, is only for a load. Concurrent
-	// requests for one key share one GET and its decoded entry (reads.Do
-	// runs it in the first request's goroutine; the others wait for it,
-	// at most the Redis timeout). The read is detached from the request
-	// (bounded by the Redis timeout alone) so that a client that goes
-	// away never counts against the breaker.
 	var pre *redisRead
-	if c.rdb != nil {
-		v, _, _ := c.reads.Do(key, func() (any, error) {
-			return c.readRedis(context.WithoutCancel(ctx), key), nil
-		})
-		pre = v.(*redisRead)
+	if c.redis != nil {
+		pre = c.sharedRead(ctx, key)
 		now = c.now()
 		if e := pre.e; e != nil && e.isFresh(now) {
 			c.keepLocalUnless(key, e, now, pre.seq)
@@ -374,27 +320,6 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		c.metrics.requests.Inc(res, OutcomeError)
 		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
 	}
-}
-
-// A redisRead is what the leading request's own Redis GET found, so that
-// its flight does not ask again.
-type redisRead struct {
-	e        *entry // current (its tags' generations unchanged), or nil
-	asked    bool   // whether Redis could be asked
-	obsolete *entry // what Redis held, invalidated since it was stored
-	seq      uint64 // the invalidation sequence before the read
-}
-
-// readRedis reads key from Redis and checks the entry is still current.
-func (c *Cache) readRedis(ctx context.Context, key string) *redisRead {
-	r := &redisRead{seq: c.inval.seqNow()}
-	r.e, r.asked = c.redisGet(ctx, key)
-	if r.e != nil && !c.current(ctx, r.e) {
-		// Invalidated since it was stored: not served as fresh or
-		// while a refresh runs, only if the load fails.
-		r.obsolete, r.e = r.e, nil
-	}
-	return r
 }
 
 // fill runs inside the flight of key: it looks in the in-process tier
@@ -469,8 +394,8 @@ func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Rep
 	return c.storeWith(ctx, key, f, rep, fresh, false)
 }
 
-// storeWith is store; direct writes the value to Redis before it returns
-// (a lease holder's waiters poll for it) instead of queueing the write.
+// storeWith is store; direct waits for the value's write to Redis before
+// it returns (a lease holder's waiters poll for it).
 func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
@@ -491,21 +416,14 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources
 		c.metrics.fencedFills.Inc()
 		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
 	}
-	op := writeOp{key: key, ttl: min(fresh+stale, c.tagTTL), parent: c.spanOf(ctx)}
-	if c.rdb != nil { // without Redis nothing reads the value
-		op.val = encodeTagged(key, e)
-	}
-	if direct {
-		// Through the key's queue, so that it keeps its order with the
-		// key's other writes, but awaited.
-		op.done = make(chan struct{})
-		c.enqueue(op)
-		select {
-		case <-op.done:
-		case <-ctx.Done():
+	if c.redis != nil { // without Redis nothing reads the value
+		// Never past the generations it records (redistier.GenTTL).
+		val, ttl := encodeTagged(key, e), min(fresh+stale, c.redis.GenTTL())
+		if direct {
+			c.redis.SetAndWait(ctx, key, val, ttl)
+		} else {
+			c.redis.Set(ctx, key, val, ttl)
 		}
-	} else {
-		c.enqueue(op)
 	}
 	c.clearFailure(key)
 	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
@@ -743,50 +661,27 @@ func cacheStatus(k kind, ttl int64, status int, collapsed bool) string {
 	return string(b)
 }
 
-// Close cancels background refreshes and waits for them, then waits for
-// queued writes to reach Redis, until ctx ends. Loads on the request path
-// are not cancelled: they end with their requests (or LoadTimeout), and
-// Loads after Close still work, without refreshes or writes. Close does
-// not close the Redis client.
+// Close cancels background refreshes and waits for them until ctx ends.
+// Loads on the request path are not cancelled: they end with their
+// requests (or LoadTimeout), and Loads after Close still work, without
+// refreshes. Close leaves the Redis tier open: its queued writes drain
+// when it is closed, after the cache.
 func (c *Cache) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() {
-		c.mu.Lock()
-		c.closed = true
-		c.mu.Unlock()
-		c.cancelBase()
-		c.stopListening()
-	})
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancelBase()
 	if err := waitFor(ctx, &c.refreshes); err != nil {
-		c.stopWrites()
 		return fmt.Errorf("cache: close: waiting for refreshes: %w", err)
 	}
-	c.queuesOnce.Do(func() {
-		c.wmu.Lock()
-		c.wclosed = true
-		c.wmu.Unlock()
-		if c.rdb != nil {
-			for _, q := range c.queues {
-				close(q)
-			}
-		}
-	})
-	if err := waitFor(ctx, &c.writersDone); err != nil {
-		c.stopWrites()
-		return fmt.Errorf("cache: close: draining writes: %w", err)
-	}
 	return nil
-}
-
-// stopWrites makes the writers drop what is left.
-func (c *Cache) stopWrites() {
-	c.abortOnce.Do(func() { close(c.abort) })
 }
 
 // waitFor waits for wg until ctx ends.
 func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
 	done := make(chan struct{})
 	// Ends when wg does: the work it waits for is bounded (loads by
-	// LoadTimeout and the base context, writes by RedisTimeout each).
+	// LoadTimeout and the base context).
 	go func() {
 		wg.Wait()
 		close(done)

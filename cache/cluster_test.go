@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
@@ -42,18 +43,18 @@ const realTimeout = time.Second
 
 func newReplica(t *testing.T, url string, be *backend) *replica {
 	t.Helper()
-	rdb, err := NewRedis(url)
+	rdb, err := redistier.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
 	r := &replica{rdb: rdb, metrics: metrics.NewMetrics()}
-	r.c = New(rdb, be, Options{
-		Stale:        time.Minute,
-		NotFoundTTL:  5 * time.Second,
-		LocalBytes:   -1,
-		RedisTimeout: realTimeout,
-		Metrics:      r.metrics,
+	shared := redistier.New(rdb, redistier.Options{Timeout: realTimeout, Metrics: r.metrics})
+	r.c = New(shared, be, Options{
+		Stale:       time.Minute,
+		NotFoundTTL: 5 * time.Second,
+		LocalBytes:  -1,
+		Metrics:     r.metrics,
 	})
 	// Registered after the client's cleanup, so it runs first: queued
 	// writes drain before the client closes.
@@ -63,11 +64,7 @@ func newReplica(t *testing.T, url string, be *backend) *replica {
 
 // settle is env.settle for a replica: refreshes, writes, then the
 // breaker's judgement of every read.
-func (r *replica) settle() {
-	r.c.refreshes.Wait()
-	r.c.pending.Wait()
-	r.c.calls.Wait()
-}
+func (r *replica) settle() { settle(r.c) }
 
 func (r *replica) counter(name string) uint64 { return r.metrics.Counter(name, "").Sum() }
 
@@ -180,7 +177,7 @@ func TestRealRedisCluster(t *testing.T) {
 // since the write, which was made after since.
 func checkStored(t *testing.T, url string, qs []*sources.Query, since time.Time) {
 	t.Helper()
-	rdb, err := NewRedis(url)
+	rdb, err := redistier.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

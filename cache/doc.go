@@ -9,6 +9,13 @@
 // scope on every request, hits included, and parses the query before it
 // calls Load. The cache never sees a token.
 //
+// The Redis tier (package cache/redistier) deals in keys and bytes: this
+// package encodes what it stores there (entry.go, tags.go) and decides
+// what a value read back is worth (shared.go, gens.go). cmd/prodapi
+// builds the tier once per process, hands it to the cache and to the
+// change feed (cache/feed, whose lease and resume token it keeps), and
+// closes it after the cache.
+//
 // # Keys
 //
 // Key is the only function that builds a key:
@@ -37,12 +44,12 @@
 // when Redis cannot be asked or the backend fails. Without Redis the tier
 // is the cache and serves entries for their whole freshness.
 //
-// Redis (any go-redis UniversalClient: standalone, Sentinel, Cluster)
-// holds one value per key: a versioned binary header (status, flags, a
-// hash of the key, stored-at, freshness, stale window, last modified,
-// total, ETag), the body, and a CRC-32C. A value that does not decode,
-// belongs to another key or another format version, or is not a string
-// is a miss: it is deleted and counted
+// Redis (any go-redis UniversalClient: standalone, Sentinel, Cluster,
+// through the Redis tier) holds one value per key: a versioned binary
+// header (status, flags, a hash of the key, stored-at, freshness, stale
+// window, last modified, total, ETag), the body, and a CRC-32C. A value
+// that does not decode, belongs to another key or another format version,
+// or is not a string is a miss: it is deleted and counted
 // (prodapi_cache_corrupt_values_total), never an error. Every key is
 // written with a TTL: freshness plus the stale window.
 //
@@ -118,11 +125,11 @@
 // list's membership or order; PurgeDocs, PurgeResource and PurgeAll obsolete
 // doc tags, res:<resource> and all. Asset redirects carry no tags.
 //
-// Redis: each tag has a generation, prodapi:v1:gen:<tag>, a random
-// 63-bit number set by every invalidation (never a counter, so a key that
-// expired or was evicted reads as 0 and cannot come back to a value an
-// old entry recorded), kept TagTTL (24h) after its last invalidation. An
-// entry stores the generation of each of its tags when it was built
+// Redis: each tag has a generation (redistier.Tier's Gens and NewGens,
+// under prodapi:v1:gen:<tag>), a random 63-bit number set by every
+// invalidation (never a counter, so a key that expired or was evicted
+// reads as 0 and cannot come back to a value an old entry recorded), kept
+// the tier's GenTTL (24h) after its last invalidation. An entry stores the generation of each of its tags when it was built
 // (a "PDT" prefix before the value; at most 1024 tags, beyond which
 // the entry is served and not stored). A Redis hit is current only if
 // all of its tags still have those generations. A replica remembers the
@@ -134,20 +141,20 @@
 // hit whose generations differ from what it remembers, before it counts
 // as obsolete. An obsolete entry is never served as fresh or while a refresh runs: the
 // request loads, and the obsolete entry is the stale-if-error fallback.
-// Entries are written for at most TagTTL, so none outlives a generation
+// Entries are written for at most GenTTL, so none outlives a generation
 // it predates.
 //
 // In process: the tier indexes its records by tag (the index is charged
 // to the records' sizes, so the byte bound holds) and an invalidation
 // removes exactly the records carrying one of its tags; "all" empties the
 // tier. A hit is one map lookup, as before: no generation check, no
-// Redis. Invalidations reach the other replicas through Redis pub/sub
-// (channel prodapi:v1:invalidations; the message is the sender's replica
-// id, then its tags): each replica applies the others' messages to its
-// own tier. go-redis reconnects a lost subscription; the confirmation
-// that follows a failure empties the tier, because messages may have
-// been missed. A silent subscription is pinged every 5s so that a cut
-// shows. Until it knows it is unsubscribed, a replica can serve an
+// Redis. Invalidations reach the other replicas through the Redis tier's
+// pub/sub channel (prodapi:v1:invalidations; the message is the sender's
+// replica id, then its tags, one per line): each replica applies the
+// others' messages to its own tier. go-redis reconnects a lost
+// subscription; the confirmation that follows a failure empties the tier,
+// because messages may have been missed. A silent subscription is pinged
+// every 5s so that a cut shows. Until it knows it is unsubscribed, a replica can serve an
 // in-process entry, or check a Redis hit against a remembered
 // generation, for at most LocalTTL; after that, Redis hits are exact.
 //
@@ -178,89 +185,49 @@
 // # One load per fleet
 //
 // Replicas sharing Redis that miss the same key send one backend load
-// between them. Before loading, a flight takes the key's lease,
-// prodapi:v1:lease:<key>, with SET NX PX (half the load timeout). The
-// winner loads, writes the value through the key's write queue but waits
-// for it, and releases the lease (a compare-and-delete script, so a
-// lease that lapsed and was taken by another is not touched). The others
-// poll Redis for the value (5ms, doubling to 50ms) and serve it, outcome
-// collapsed, once it is there and current. A lease that goes without a
-// value (the load failed or was not storable, or the holder died and the
-// lease lapsed) is taken by one waiter, which loads. A replica that
-// cannot ask Redis, or whose load timeout ends while it waits, loads
-// without a lease. Background refreshes of stale entries do not take
-// leases: they are one per key and replica, and the stale entry is served
-// meanwhile.
-//
-// # Change feed leases and tokens
-//
-// Lease, ReleaseLease, Token and SaveToken keep, for package feed, the
-// fleet's watcher lease (prodapi:v1:feed:<name>:lease: SET PX, renewed
-// by its holder with a script that extends only its own) and the resume
-// token (prodapi:v1:feed:<name>:token, kept a week after the last event).
-// Without Redis a replica is alone: it always holds the lease and keeps
-// the token in memory.
+// between them. Before loading, a flight takes the key's load lease from
+// the Redis tier (prodapi:v1:lease:<key>, SET NX PX, half the load
+// timeout). The winner loads, writes the value through the key's write
+// queue but waits for it, and releases the lease (a compare-and-delete
+// script, so a lease that lapsed and was taken by another is not
+// touched). The others poll Redis for the value (5ms, doubling to 50ms)
+// and serve it, outcome collapsed, once it is there and current. A lease
+// that goes without a value (the load failed or was not storable, or the
+// holder died and the lease lapsed) is taken by one waiter, which loads.
+// A replica that cannot ask Redis, or whose load timeout ends while it
+// waits, loads without a lease. Background refreshes of stale entries do
+// not take leases: they are one per key and replica, and the stale entry
+// is served meanwhile.
 //
 // # Failure policy
 //
-// Redis is optional at run time. A request waits RedisTimeout (50ms by
-// default) for a read; an error or timeout is a miss. The read itself goes
-// on, detached, and counts against Redis only when Redis errs or no reply
-// came within a second: a reply late because the process was short of CPU
-// is a success. When at least half of 10 or more calls over the last 10s
-// failed, a circuit breaker skips Redis for 2s, then lets one call through
-// as a probe. Reply errors (out of memory, read-only) count as successes:
-// Redis is there, so reads go on when only writes fail. Writes
-// never happen on the request path: they go through bounded queues (four
-// writers; a key always uses the same one, so its writes keep their
-// order), are dropped and counted when a queue is full or the breaker is
-// open, and are drained by Close. While Redis is out, the in-process tier
-// and the flights keep the backends from a stampede. No request fails
-// because Redis failed.
-//
-// A client for New must have ContextTimeoutEnabled set, or go-redis
-// ignores the per-call deadline; NewRedis sets it, dials once per attempt
-// (go-redis would try five times, 100ms apart, spending every call's
-// budget on a Redis that refuses connections) and turns off the Redis
-// Enterprise maintenance-notification handshake. go-redis logs dial
-// failures through its own process-wide logger (redis.SetLogger).
-//
-// # REDIS_URL
-//
-// NewRedis accepts:
-//
-//	redis://[[user]:pass@]host[:port][/db][?option=value...]     standalone
-//	rediss://...                                                 standalone over TLS
-//	redis+cluster://[[user]:pass@]host:port[,host:port...][?addr=host:port...]
-//	rediss+cluster://...                                         Cluster (over TLS)
-//	redis-sentinel://[[user]:pass@]host:port[,host:port...]/mastername[/db][?sentinel_password=...]
-//	rediss-sentinel://...                                        Sentinel (over TLS)
-//
-// Options are go-redis's URL options (dial_timeout, pool_size, ...), and
-// for a Cluster cluster_state_reload_interval (default 1s): how often the
-// client re-reads the slots, which bounds how long it keeps sending a
-// failed-over master's slots to the dead master.
-// Ports default to 6379, 26379 for sentinels. In a Sentinel URL the
-// userinfo authenticates to the master and replicas; sentinel_username and
-// sentinel_password authenticate to the sentinels.
+// Redis is optional at run time, and no request fails because Redis
+// failed. The Redis tier bounds each read by its Timeout (50ms by
+// default) and turns an error, a timeout or an open circuit breaker into
+// a miss; it keeps writes off the request path, in bounded queues, and
+// drops them (counted) when a queue is full or the breaker is open (see
+// package cache/redistier). While Redis is out, the in-process tier and
+// the flights keep the backends from a stampede.
 //
 // # Metrics
 //
-// Registered on Options.Metrics:
+// Registered on Options.Metrics; those marked (tier) the Redis tier
+// registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
-//	prodapi_cache_redis_errors_total{op}             get, set, del
-//	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
+//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate
+//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease
+//	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_corrupt_values_total
-//	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed
+//	prodapi_cache_writes_dropped_total{reason}       (tier) queue_full, breaker_open, closed
 //	prodapi_cache_refreshes_total{result}            ok, error
 //	prodapi_cache_local_bytes, prodapi_cache_local_entries
 //	prodapi_cache_local_evictions_total
-//	prodapi_cache_invalidations_received_total       messages on the channel, own included
+//	prodapi_cache_invalidations_received_total       (tier) messages on the channel, own included
 //	prodapi_cache_invalidations_applied_total        invalidations applied to the in-process tier
 //	prodapi_cache_fenced_fills_total                 loads not stored: invalidated while they ran
-//	prodapi_cache_invalidation_subscribed            1 subscribed, 0 not
-//	prodapi_cache_invalidation_subscriptions_total   subscriptions (each after a failure empties the tier)
+//	prodapi_cache_invalidation_subscribed            (tier) 1 subscribed, 0 not
+//	prodapi_cache_invalidation_subscriptions_total   (tier) subscriptions (each after a failure empties the tier)
 //	prodapi_cache_known_generation_checks_total      Redis hits checked without a second round trip
 //	prodapi_cache_changes_total{op}                  change-feed events applied (insert, update, replace, delete, flush)
 //	prodapi_cache_change_lag_seconds                 from the latest change's write to its application

@@ -2,16 +2,13 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // One load per fleet: a replica about to load a key Redis does not hold
-// first takes the key's lease, prodapi:v1:lease:<key>, with SET NX PX.
-// The replica that wins loads, writes the value to Redis itself (not
-// through the write queue, so the value is there before the lease goes)
+// first takes the key's load lease (redistier.TryLoadLease). The replica
+// that wins loads, writes the value to Redis itself (through the key's
+// write queue, but awaited, so the value is there before the lease goes)
 // and releases the lease. The others poll Redis for the value, 5ms at
 // first and then at most every 50ms, and take it (outcome collapsed) once
 // it is there and current; when the lease goes without a value (the
@@ -24,43 +21,26 @@ const (
 	leasePollMax = 50 * time.Millisecond
 )
 
-func leaseKey(key string) string { return keyVersion + "lease:" + key }
-
-// release deletes the lease only while it is still ours.
-var release = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
-
 // fleet takes key's lease or waits for the replica that holds it. It
 // returns the entry another replica loaded, or the token of the lease
 // this replica now holds, or neither (load without a lease).
 func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) {
-	if c.rdb == nil {
+	if c.redis == nil {
 		return nil, ""
 	}
-	token = c.id + ":" + newReplicaID()
 	ttl := max(c.loadTimeout/2, time.Millisecond)
 	poll := leasePollMin
 	waited := false
 	for {
-		if !c.breaker.allow() {
+		token, ok := c.redis.TryLoadLease(ctx, key, ttl)
+		if !ok {
 			return nil, ""
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-		start := time.Now()
-		sctx, span := c.redisSpan(rctx, "SET")
-		won, err := c.rdb.SetNX(sctx, leaseKey(key), token, ttl).Result()
-		c.metrics.redisLease.Observe(time.Since(start).Seconds())
-		endSpan(span, err)
-		c.judgeShort(rctx, err)
-		cancel()
-		if err != nil {
-			c.metrics.redisErrors.Inc("lease")
-			return nil, ""
-		}
-		if won {
+		if token != "" {
 			if waited {
 				// The holder may have written its value and released the
 				// lease between our last look and the SET: look again.
-				if got, asked := c.redisGet(ctx, key); asked && got != nil && got.isFresh(c.now()) && c.current(ctx, got) {
+				if got, _ := c.fleetValue(ctx, key); got != nil {
 					c.releaseLease(key, token)
 					return got, ""
 				}
@@ -83,14 +63,25 @@ func (c *Cache) fleet(ctx context.Context, key string) (e *entry, token string) 
 		case <-t.C:
 		}
 		poll = min(2*poll, leasePollMax)
-		got, asked := c.redisGet(ctx, key)
+		got, asked := c.fleetValue(ctx, key)
 		if !asked {
 			return nil, ""
 		}
-		if got != nil && got.isFresh(c.now()) && c.current(ctx, got) {
+		if got != nil {
 			return got, ""
 		}
 	}
+}
+
+// fleetValue is the value another replica stored under key, if it is
+// there, fresh and current; asked is false when Redis could not be
+// asked.
+func (c *Cache) fleetValue(ctx context.Context, key string) (e *entry, asked bool) {
+	e, asked = c.redisGet(ctx, key)
+	if e != nil && (!e.isFresh(c.now()) || !c.current(ctx, e)) {
+		e = nil
+	}
+	return e, asked
 }
 
 // releaseLease gives key's lease up, if it is still ours.
@@ -98,9 +89,5 @@ func (c *Cache) releaseLease(key, token string) {
 	if token == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.redisTimeout)
-	defer cancel()
-	if err := release.Run(ctx, c.rdb, []string{leaseKey(key)}, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		c.metrics.redisErrors.Inc("lease")
-	}
+	c.redis.ReleaseLoadLease(key, token)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -24,12 +25,12 @@ func BenchmarkFleetColdKey(b *testing.B) {
 	})
 	var replicas []*Cache
 	for range 3 {
-		rdb, err := NewRedis(srv.URL())
+		rdb, err := redistier.NewClient(srv.URL())
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer rdb.Close()
-		c := New(rdb, be, Options{RedisTimeout: time.Second})
+		c := New(redistier.New(rdb, redistier.Options{Timeout: time.Second}), be, Options{})
 		defer closeCache(b, c)
 		replicas = append(replicas, c)
 	}

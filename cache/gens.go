@@ -113,7 +113,7 @@ func (c *Cache) current(ctx context.Context, e *entry) bool {
 		return true
 	}
 	seq := c.inval.seqNow()
-	gens, ok := c.readGens(ctx, e.tags)
+	gens, ok := c.redis.Gens(ctx, e.tags)
 	if !ok {
 		// Unknown: load rather than risk serving an obsolete entry.
 		return false

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -181,14 +182,15 @@ func version(t testing.TB, rep *sources.Representation) string {
 // An env is a cache over a fake backend, with Redis (miniredis) or
 // without, and a clock both follow.
 type env struct {
-	c       *Cache
-	be      *backend
-	clock   *clock
-	m       *miniredis.Miniredis // nil without Redis
-	rdb     *redis.Client
-	realRDB redis.UniversalClient // on a real redis-server
-	metrics *metrics.Metrics
-	opts    Options
+	c         *Cache
+	be        *backend
+	clock     *clock
+	m         *miniredis.Miniredis // nil without Redis
+	rdb       *redis.Client
+	realRDB   redis.UniversalClient // on a real redis-server
+	metrics   *metrics.Metrics
+	opts      Options
+	redisOpts redistier.Options
 }
 
 type envOption func(*env)
@@ -206,10 +208,14 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		NotFoundTTL: 5 * time.Second,
 		Metrics:     e.metrics,
 		Now:         e.clock.Now,
+	}
+	e.redisOpts = redistier.Options{
 		// Generous: on a busy machine a healthy Redis must not look
 		// like a miss. (miniredis never hangs; a closed one refuses at
 		// once.)
-		RedisTimeout: 5 * time.Second,
+		Timeout: 5 * time.Second,
+		Metrics: e.metrics,
+		Now:     e.clock.Now,
 	}
 	for _, o := range opts {
 		o(e)
@@ -224,15 +230,27 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 }
 
 // newCache returns another cache on the same backend, Redis and clock: a
-// second replica. The caller closes it.
+// second replica, with a Redis tier of its own. The caller closes it
+// (closeCache).
 func (e *env) newCache() *Cache {
-	if e.realRDB != nil {
-		return New(e.realRDB, e.be, e.opts)
+	var rdb redis.UniversalClient
+	switch {
+	case e.realRDB != nil:
+		rdb = e.realRDB
+	case e.rdb != nil:
+		rdb = e.rdb
 	}
-	if e.rdb != nil {
-		return New(e.rdb, e.be, e.opts)
-	}
-	return New(nil, e.be, e.opts)
+	return New(redistier.New(rdb, e.redisOpts), e.be, e.opts)
+}
+
+// leaseKey is the key of the load lease of key, as the Redis tier names
+// it.
+func leaseKey(key string) string { return redistier.Prefix + "lease:" + key }
+
+// breaker is the state of the Redis tier's breaker, as its gauge shows
+// it: 0 closed, 0.5 half-open, 1 open.
+func (e *env) breaker() float64 {
+	return e.metrics.Gauge("prodapi_cache_redis_breaker_state", "").Value()
 }
 
 func newClient(addr string) *redis.Client {
@@ -255,10 +273,14 @@ func (e *env) advance(d time.Duration) {
 
 // settle waits for background refreshes, then for queued writes, then
 // for the breaker to have judged every read.
-func (e *env) settle() {
-	e.c.refreshes.Wait()
-	e.c.pending.Wait()
-	e.c.calls.Wait()
+func (e *env) settle() { settle(e.c) }
+
+// settle is env.settle for any replica.
+func settle(c *Cache) {
+	c.refreshes.Wait()
+	if c.redis != nil {
+		c.redis.Settle()
+	}
 }
 
 func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {
@@ -270,11 +292,18 @@ func (e *env) load(t testing.TB, q *sources.Query) *sources.Representation {
 	return rep
 }
 
+// closeCache closes c, then its Redis tier, as cmd/prodapi does.
 func closeCache(t testing.TB, c *Cache) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.Close(ctx); err != nil {
 		t.Errorf("Close: %v", err)
+	}
+	if c.redis == nil {
+		return
+	}
+	if err := c.redis.Close(ctx); err != nil {
+		t.Errorf("closing the Redis tier: %v", err)
 	}
 }

@@ -9,13 +9,15 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 )
 
-// keyVersion is the first segment of every key. Bump it when the key
-// scheme or the stored value format changes incompatibly: old entries are
-// then never read again and expire on their own TTL.
-const keyVersion = "prodapi:v1:"
+// keyVersion is the first segment of every key, the Redis tier's prefix
+// (redistier.Prefix). It changes when the key scheme or the stored value
+// format changes incompatibly: old entries are then never read again and
+// expire on their own TTL.
+const keyVersion = redistier.Prefix
 
 // maxReadable is the longest canonical request kept readable in a key;
 // longer ones are replaced by their SHA-256.

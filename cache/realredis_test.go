@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
@@ -28,7 +29,7 @@ func signal(t testing.TB, srv *realserver.Redis, sig syscall.Signal) {
 // realEnv is an env on a real Redis.
 func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 	t.Helper()
-	rdb, err := NewRedis(srv.URL())
+	rdb, err := redistier.NewClient(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,18 +38,22 @@ func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 	e.opts = Options{
 		Stale:       time.Minute,
 		NotFoundTTL: 5 * time.Second,
+		Metrics:     e.metrics,
+		Now:         e.clock.Now,
+	}
+	e.redisOpts = redistier.Options{
 		// Generous: a busy machine must not turn a healthy Redis into
 		// a miss. Tests of a dead or hung Redis shorten it.
-		RedisTimeout: 5 * time.Second,
-		Metrics:      e.metrics,
-		Now:          e.clock.Now,
+		Timeout: 5 * time.Second,
+		Metrics: e.metrics,
+		Now:     e.clock.Now,
 	}
 	for _, o := range opts {
 		o(e)
 	}
-	e.c = New(rdb, e.be, e.opts)
-	t.Cleanup(func() { closeCache(t, e.c) })
 	e.realRDB = rdb
+	e.c = e.newCache()
+	t.Cleanup(func() { closeCache(t, e.c) })
 	return e
 }
 
@@ -164,7 +169,7 @@ func TestRealRedisKilled(t *testing.T) {
 // withShortRedisTimeout is for tests of a dead or hung Redis, which pay
 // the timeout on every request.
 func withShortRedisTimeout() envOption {
-	return withOptions(func(o *Options) { o.RedisTimeout = 20 * time.Millisecond })
+	return func(e *env) { e.redisOpts.Timeout = 20 * time.Millisecond }
 }
 
 // untilWritten loads fresh keys until one's write reaches Redis: after
@@ -189,13 +194,20 @@ func untilWritten(t *testing.T, e *env, exists func(key string) bool) {
 	}
 }
 
+// breakerCooldown and breakerMinCalls are the Redis tier's breaker's: how
+// long it stays open, and the calls it needs to judge.
+const (
+	breakerCooldown = 2 * time.Second
+	breakerMinCalls = 10
+)
+
 // untilBreakerOpens loads new keys, Redis being down, until the breaker
 // opens; every load must still answer (from the backend).
 func untilBreakerOpens(t *testing.T, e *env) {
 	t.Helper()
-	for i := 0; e.c.breaker.current() != open; i++ {
+	for i := 0; e.breaker() != 1; i++ {
 		if i == 1000 {
-			t.Fatalf("breaker %v after 1000 more loads with Redis down, want open", e.c.breaker.current())
+			t.Fatalf("breaker %v after 1000 more loads with Redis down, want open (1)", e.breaker())
 		}
 		if _, err := e.c.Load(context.Background(), detail(t, "items", fmt.Sprintf("more-%d", i))); err != nil {
 			t.Fatalf("a load failed with Redis down: %v", err)
@@ -211,9 +223,9 @@ func untilBreakerOpens(t *testing.T, e *env) {
 func untilBreakerCloses(t *testing.T, e *env) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; e.c.breaker.current() != closed; i++ {
+	for i := 0; e.breaker() != 0; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("breaker still %v after %d probes", e.c.breaker.current(), i)
+			t.Fatalf("breaker still %v after %d probes", e.breaker(), i)
 		}
 		e.advance(breakerCooldown)
 		e.load(t, detail(t, "items", fmt.Sprintf("probe-%d", i)))
@@ -240,7 +252,7 @@ func TestRealRedisHung(t *testing.T) {
 	}
 	// The timeouts count against Redis once no reply came within
 	// sickAfter.
-	e.c.calls.Wait()
+	e.settle()
 	// The breaker judges by the share of failed calls over its window,
 	// and some calls made while Redis died are undecided (out of time
 	// rather than refused): more loads bring it to open.

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"math/rand/v2"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -30,26 +27,18 @@ const (
 )
 
 // Limits of tagging: an entry with more tags than maxTags is served but
-// not stored; generation keys live DefaultTagTTL unless Options.TagTTL
-// says otherwise; the in-process log of recent invalidations (which fences
+// not stored; the in-process log of recent invalidations (which fences
 // fills against invalidations that happen during their load) holds
 // recentInvalidations of them.
 const (
 	maxTags             = 1024
-	DefaultTagTTL       = 24 * time.Hour
 	recentInvalidations = 1024
 )
 
 // genUnknown is the generation recorded for a tag whose generation could
 // not be read: it matches no current generation, so such an entry is
 // never taken as current from Redis.
-const genUnknown = ^uint64(0)
-
-// genKey is the Redis key holding a tag's generation.
-func genKey(tag string) string { return keyVersion + "gen:" + tag }
-
-// channel is the pub/sub channel invalidations travel on.
-const channel = keyVersion + "invalidations"
+const genUnknown = redistier.UnknownGen
 
 // staticTags are the tags of an entry for q known before it is loaded.
 func staticTags(q *sources.Query) []string {
@@ -88,47 +77,6 @@ func (e *entry) tagBytes() int64 {
 	return n
 }
 
-// readGens reads the current generations of tags in one pipelined round
-// trip (one GET per tag, so that a Cluster can route each). A tag never
-// invalidated, or whose key expired, is generation 0. ok is false when
-// Redis could not be asked or failed.
-func (c *Cache) readGens(ctx context.Context, tags []string) (gens []uint64, ok bool) {
-	if len(tags) == 0 {
-		return nil, true
-	}
-	if c.rdb == nil || !c.breaker.allow() {
-		return nil, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.redisTimeout)
-	defer cancel()
-	start := time.Now()
-	sctx, span := c.redisSpan(ctx, "PIPELINE")
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(tags))
-	for i, t := range tags {
-		cmds[i] = pipe.Get(sctx, genKey(t))
-	}
-	_, err := pipe.Exec(sctx)
-	c.metrics.redisGens.Observe(time.Since(start).Seconds())
-	endSpan(span, err)
-	c.judgeShort(ctx, err)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		c.metrics.redisErrors.Inc("get")
-		return nil, false
-	}
-	gens = make([]uint64, len(tags))
-	for i, cmd := range cmds {
-		s, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if gens[i], err = strconv.ParseUint(s, 10, 64); err != nil {
-			gens[i] = genUnknown
-		}
-	}
-	return gens, true
-}
-
 // A fence is what a fill notes before its load: the generations of the
 // key's static tags, and the in-process invalidation sequence. An
 // invalidation during the load then keeps the result out of both tiers.
@@ -140,8 +88,8 @@ type fence struct {
 
 func (c *Cache) beginFill(ctx context.Context, q *sources.Query) fence {
 	f := fence{static: staticTags(q), seq: c.inval.seqNow()}
-	if c.rdb != nil {
-		if gens, ok := c.readGens(ctx, f.static); ok {
+	if c.redis != nil {
+		if gens, ok := c.redis.Gens(ctx, f.static); ok {
 			f.gens = gens
 		}
 	}
@@ -162,7 +110,7 @@ func (c *Cache) tag(ctx context.Context, f fence, rep *sources.Representation, e
 	}
 	e.tags = tags
 	e.gens = make([]uint64, len(tags))
-	if c.rdb == nil {
+	if c.redis == nil {
 		return true
 	}
 	n := len(f.static)
@@ -174,7 +122,7 @@ func (c *Cache) tag(ctx context.Context, f fence, rep *sources.Representation, e
 		}
 	}
 	if len(tags) > n {
-		gens, ok := c.readGens(ctx, tags[n:])
+		gens, ok := c.redis.Gens(ctx, tags[n:])
 		if !ok {
 			for i := n; i < len(tags); i++ {
 				e.gens[i] = genUnknown
@@ -356,30 +304,18 @@ func (c *Cache) invalidate(ctx context.Context, tags []string) error {
 		return nil
 	}
 	var err error
-	if c.rdb != nil {
-		gen := strconv.FormatUint(rand.Uint64()>>1|1, 10)
-		ctx, cancel := c.controlCtx(ctx)
-		pipe := c.rdb.Pipeline()
-		for _, t := range tags {
-			pipe.Set(ctx, genKey(t), gen, c.tagTTL)
-		}
-		if _, err = pipe.Exec(ctx); err != nil {
+	if c.redis != nil {
+		if err = c.redis.NewGens(ctx, tags); err != nil {
 			err = errors.Join(ErrNotPropagated, err)
 		}
-		cancel()
 	}
 	// Local first, then the others: this replica is fresh when the call
 	// returns.
 	c.applyInvalidation(tags)
-	if c.rdb != nil && err == nil {
-		ctx, cancel := c.controlCtx(ctx)
-		if perr := c.rdb.Publish(ctx, channel, invalidationMessage(c.id, tags)).Err(); perr != nil {
+	if c.redis != nil && err == nil {
+		if perr := c.redis.Publish(ctx, invalidationMessage(tags)); perr != nil {
 			err = errors.Join(ErrNotPropagated, perr)
 		}
-		cancel()
-	}
-	if err != nil {
-		c.metrics.redisErrors.Inc("invalidate")
 	}
 	return err
 }
@@ -392,3 +328,52 @@ func (c *Cache) applyInvalidation(tags []string) {
 	c.local.invalidate(tags)
 	c.metrics.invalidationsApplied.Inc()
 }
+
+// An invalidation message (the payload the Redis tier sends after the
+// sender's replica id) is one tag per line. A document id may hold a
+// newline (MongoDB allows any string): its tag would read as two, and the
+// document's entries would stay, so the message names the document's
+// whole resource instead. The others drop more than they must; none keeps
+// what it must drop.
+func invalidationMessage(tags []string) string {
+	var b strings.Builder
+	for i, t := range tags {
+		if strings.Contains(t, "\n") {
+			doc, isDoc := strings.CutPrefix(t, tagDoc)
+			res, _, _ := strings.Cut(doc, "/")
+			t = tagResource + res
+			if !isDoc || strings.Contains(res, "\n") {
+				t = tagAll
+			}
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+func parseInvalidation(payload string) []string { return strings.Split(payload, "\n") }
+
+// A listener applies what the Redis tier hears on the invalidation
+// channel to the cache.
+type listener struct{ c *Cache }
+
+// Subscribed starts using remembered generations again; after a time
+// unsubscribed, when messages may have been missed, it first empties the
+// in-process tier and fences the fills under way.
+func (l listener) Subscribed(missed bool) {
+	if missed {
+		l.c.inval.add([]string{tagAll})
+		l.c.local.clear()
+	}
+	l.c.known.setLive(true)
+}
+
+// Unsubscribed stops using remembered generations: invalidations may
+// not arrive.
+func (l listener) Unsubscribed() { l.c.known.setLive(false) }
+
+// Message applies another replica's invalidation.
+func (l listener) Message(payload string) { l.c.applyInvalidation(parseInvalidation(payload)) }

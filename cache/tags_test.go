@@ -126,7 +126,7 @@ func TestChangedObsoletesEveryReplica(t *testing.T) {
 		}
 	}
 	e.settle()
-	b.pending.Wait()
+	settle(b)
 	subscribed(t, e, 2)
 	if !localHas(b, i1) || !localHas(b, items) {
 		t.Fatal("replica b holds nothing in process")
@@ -185,7 +185,7 @@ func TestPurgeByLinkedDocResourceAndAll(t *testing.T) {
 				t.Fatal(err)
 			}
 			out = append(out, rep.Outcome)
-			c.pending.Wait()
+			settle(c)
 		}
 		return out
 	}

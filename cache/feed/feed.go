@@ -35,8 +35,8 @@ type Source interface {
 	Watch(ctx context.Context, collections []string, token []byte, emit func(sources.Change, []byte) error) error
 }
 
-// A Coordinator keeps the fleet's lease and resume token (package cache's
-// Cache is one, on Redis).
+// A Coordinator keeps the fleet's lease and resume token (package
+// redistier's Tier is one, on Redis).
 type Coordinator interface {
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error

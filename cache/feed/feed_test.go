@@ -9,8 +9,8 @@ import (
 
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
@@ -70,17 +70,15 @@ func startReplica(t *testing.T, srv *mongotest.Server, redisURL string, m *metri
 	}
 	t.Cleanup(func() { client.Disconnect(context.Background()) })
 	store := mongosrc.New(client.Database(mongosrc.DatabaseName(srv.URI())), mongosrc.Options{})
-	rdb, err := cache.NewRedis(redisURL)
+	rdb, err := redistier.NewClient(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	c := cache.New(rdb, cache.LoaderFunc(func(context.Context, *sources.Query) (*sources.Representation, error) {
-		return nil, errors.New("unused")
-	}), cache.Options{RedisTimeout: time.Second})
-	t.Cleanup(func() { c.Close(context.Background()) })
+	shared := redistier.New(rdb, redistier.Options{Timeout: time.Second})
+	t.Cleanup(func() { shared.Close(context.Background()) })
 	r := &replica{rec: &recorder{}, done: make(chan error, 1)}
-	r.f = feed.New(store, c, r.rec, feed.Options{
+	r.f = feed.New(store, shared, r.rec, feed.Options{
 		LeaseTTL:    600 * time.Millisecond,
 		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
@@ -130,7 +128,7 @@ func TestOneWatcherAndTakeover(t *testing.T) {
 		t.Error("the follower watched too")
 	}
 
-	rdb, err := cache.NewRedis(rs.URL())
+	rdb, err := redistier.NewClient(rs.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +153,7 @@ func TestTakeoverAfterLeaseLapses(t *testing.T) {
 	srv := mongotest.Start(t, nil)
 	srv.EnableChangeStreams()
 	rs := realserver.StartRedis(t, 0)
-	c, err := cache.NewRedis(rs.URL())
+	c, err := redistier.NewClient(rs.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

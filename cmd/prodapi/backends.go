@@ -12,8 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
@@ -118,7 +118,7 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 	if cfg.Cache.RedisURL == "" {
 		return nil, nil
 	}
-	rdb, err := cache.NewRedis(string(cfg.Cache.RedisURL))
+	rdb, err := redistier.NewClient(string(cfg.Cache.RedisURL))
 	if err != nil {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
 	}

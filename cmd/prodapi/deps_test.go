@@ -13,9 +13,10 @@ import (
 // fills in; the server, the cache, the renderer and the enricher never
 // reach a backend driver or adapter; nothing beneath the server comes
 // back up into it, and the server reaches neither the cache nor the
-// renderer; and the vocabulary package reaches nothing of ours. Only main
-// reaches the OpenTelemetry SDK and exporters; the cache traces Redis
-// itself, without go-redis's extras.
+// renderer; the cache's Redis tier reaches nothing of the cache, nor
+// documents or queries; and the vocabulary package reaches nothing of
+// ours. Only main reaches the OpenTelemetry SDK and exporters; the cache
+// traces Redis itself, without go-redis's extras.
 //
 // A forbidden entry ending in "/" is a prefix; any other names a package
 // and everything under it, except the package under test itself and the
@@ -38,6 +39,10 @@ func TestDependencyDirection(t *testing.T) {
 		{"server/query", append(drivers, "github.com/redis/", mod+"cache", mod+"enrich"), nil},
 		{"server/render", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
 		{"cache", noSDK(append(drivers, mod+"server", mod+"enrich", mod+"config", "github.com/redis/go-redis/extra/")...), nil},
+		// The Redis tier deals in keys and bytes: nothing of the cache, of
+		// documents or of queries.
+		{"cache/redistier", noSDK(append(drivers, mod+"server", mod+"enrich", mod+"config", mod+"cache", mod+"sources", "github.com/redis/go-redis/extra/")...),
+			[]string{mod + "sources/metrics"}},
 		{"sources/metrics", noSDK(append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"config", mod+"sources")...), nil},
 		{"sources/mongo", noSDK(mod + "server"), nil},
 		{"sources/elastic", noSDK(mod + "server"), nil},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
@@ -46,23 +47,24 @@ func plainBody(b *testing.B, rep *sources.Representation) []byte {
 }
 
 // freshReplicas are three replicas on one real redis-server, with an
-// hour's TTL, replica i reading through store(i).
-func freshReplicas(b *testing.B, redisURL string, store func(i int) render.Reader) []*cache.Cache {
-	var replicas []*cache.Cache
+// hour's TTL, replica i reading through store(i); shared are their Redis
+// tiers.
+func freshReplicas(b *testing.B, redisURL string, store func(i int) render.Reader) (replicas []*cache.Cache, shared []*redistier.Tier) {
 	for i := range 3 {
-		rdb, err := cache.NewRedis(redisURL)
+		rdb, err := redistier.NewClient(redisURL)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { rdb.Close() })
-		c := cache.New(rdb, render.New(store(i), noLinks), cache.Options{
-			TTL:          func(string, bool) time.Duration { return time.Hour },
-			RedisTimeout: time.Second,
+		tier := redistier.New(rdb, redistier.Options{Timeout: time.Second})
+		b.Cleanup(func() { tier.Close(context.Background()) })
+		c := cache.New(tier, render.New(store(i), noLinks), cache.Options{
+			TTL: func(string, bool) time.Duration { return time.Hour },
 		})
 		b.Cleanup(func() { c.Close(context.Background()) })
-		replicas = append(replicas, c)
+		replicas, shared = append(replicas, c), append(shared, tier)
 	}
-	return replicas
+	return replicas, shared
 }
 
 // timeToFresh checks that every replica serves q with first in it, then
@@ -132,7 +134,7 @@ func BenchmarkWriteToFresh(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer live.Close()
-	replicas := freshReplicas(b, srv.URL(), func(int) render.Reader { return live })
+	replicas, _ := freshReplicas(b, srv.URL(), func(int) render.Reader { return live })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go live.Run(ctx, func(ctx context.Context, cs []sources.Change) { _ = replicas[0].Apply(ctx, cs) })
@@ -172,10 +174,10 @@ func BenchmarkChangeToFresh(b *testing.B) {
 		defer client.Disconnect(context.Background())
 		stores = append(stores, mongosrc.New(client.Database(mongosrc.DatabaseName(mongo.URI())), mongosrc.Options{}))
 	}
-	replicas := freshReplicas(b, srv.URL(), func(i int) render.Reader { return stores[i] })
+	replicas, shared := freshReplicas(b, srv.URL(), func(i int) render.Reader { return stores[i] })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := feed.New(stores[0], replicas[0], replicas[0], feed.Options{
+	f := feed.New(stores[0], shared[0], replicas[0], feed.Options{
 		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
@@ -195,7 +196,11 @@ func serve(ctx context.Context, e env, args []string) error {
 		}
 		return cfg.Cache.TTL(resource, detail)
 	}
-	c := cache.New(rdb, renderer, cache.Options{
+	// The Redis tier is this replica's part of what the fleet shares:
+	// the cache's entries and invalidations, and the change feed's lease
+	// and token. Without Redis the replica is alone.
+	shared := redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: tracer})
+	c := cache.New(shared, renderer, cache.Options{
 		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
@@ -221,7 +226,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	checks := b.checks
 	if b.stream != nil {
-		f := feed.New(b.stream, c, c, feed.Options{
+		f := feed.New(b.stream, shared, c, feed.Options{
 			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
 			Metrics:     registry,
@@ -347,7 +352,12 @@ func serve(ctx context.Context, e env, args []string) error {
 			errs = append(errs, err)
 		}
 	}
+	// The cache first: its refreshes end, then the writes they queued
+	// drain.
 	if err := c.Close(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
+	}
+	if err := shared.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
 	logger.Info("stopped")

@@ -191,6 +191,24 @@ func (r *Redis) isMaster(ctx context.Context) error {
 	return nil
 }
 
+// CPU is the CPU time the server has used so far, system and user (INFO
+// cpu), for benchmarks that weigh what a client costs it.
+func (r *Redis) CPU(ctx context.Context) (time.Duration, error) {
+	m, err := r.info(ctx, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
+		f, err := strconv.ParseFloat(m[k], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: INFO cpu %s: %w", r.Addr(), k, err)
+		}
+		total += f
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
 // Version is the redis-server version, for the logs of the tests.
 func (r *Redis) Version(ctx context.Context) (string, error) {
 	m, err := r.info(ctx, "server")

@@ -1,4 +1,4 @@
-package cache
+package redistier
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// client is what a test checks of a client NewRedis built.
+// client is what a test checks of a client NewClient built.
 type client struct {
 	Kind           string
 	Addrs          []string
@@ -33,7 +33,7 @@ func describe(c redis.UniversalClient) client {
 	return client{Kind: "?"}
 }
 
-func TestNewRedis(t *testing.T) {
+func TestNewClient(t *testing.T) {
 	for _, tc := range []struct {
 		url  string
 		want client
@@ -46,9 +46,9 @@ func TestNewRedis(t *testing.T) {
 		{"rediss+cluster://node1,node2", client{Kind: "cluster", Addrs: []string{"node1:6379", "node2:6379"}, TLS: true, ContextTimeout: true}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			c, err := NewRedis(tc.url)
+			c, err := NewClient(tc.url)
 			if err != nil {
-				t.Fatalf("NewRedis: %v", err)
+				t.Fatalf("NewClient: %v", err)
 			}
 			defer c.Close()
 			if diff := cmp.Diff(tc.want, describe(c)); diff != "" {
@@ -58,7 +58,7 @@ func TestNewRedis(t *testing.T) {
 	}
 }
 
-func TestNewRedisSentinel(t *testing.T) {
+func TestNewClientSentinel(t *testing.T) {
 	type failover struct {
 		Master, User, Password, SentinelUser, SentinelPassword string
 		Sentinels                                              []string
@@ -89,16 +89,16 @@ func TestNewRedisSentinel(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			c, err := NewRedis(tc.url)
+			c, err := NewClient(tc.url)
 			if err != nil {
-				t.Fatalf("NewRedis: %v", err)
+				t.Fatalf("NewClient: %v", err)
 			}
 			c.Close()
 		})
 	}
 }
 
-func TestNewRedisRefuses(t *testing.T) {
+func TestNewClientRefuses(t *testing.T) {
 	for _, raw := range []string{
 		"http://localhost",
 		"localhost:6379",
@@ -118,7 +118,7 @@ func TestNewRedisRefuses(t *testing.T) {
 		"redis+cluster://host?cluster_state_reload_interval=never",
 	} {
 		t.Run(raw, func(t *testing.T) {
-			c, err := NewRedis(raw)
+			c, err := NewClient(raw)
 			if err == nil {
 				c.Close()
 				t.Fatal("accepted")
@@ -133,7 +133,7 @@ func TestNewRedisRefuses(t *testing.T) {
 // A Cluster client re-reads the slots often: go-redis does it on MOVED,
 // never on a refused connection, so after a failover only this bounds how
 // long the dead master keeps its slots (TestRealRedisClusterFailover).
-func TestNewRedisClusterReload(t *testing.T) {
+func TestNewClientClusterReload(t *testing.T) {
 	for _, tc := range []struct {
 		url  string
 		want time.Duration

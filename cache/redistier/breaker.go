@@ -1,4 +1,4 @@
-package cache
+package redistier
 
 import (
 	"sync"
@@ -10,14 +10,14 @@ import (
 // Breaker settings. The breaker judges Redis by the fraction of failed
 // calls over the last breakerWindow (in breakerBuckets slices of it): once
 // at least breakerMinCalls were made and breakerFailRatio of them failed,
-// the cache stops calling Redis for breakerCooldown, then lets one call
+// the tier stops calling Redis for breakerCooldown, then lets one call
 // through as a probe; its success closes the breaker, its failure opens it
 // for another cool-down.
 //
 // A call that the request stopped waiting for (RedisTimeout) is not a
 // failure by itself: a saturated CPU delays the reply's goroutine as much
 // as Redis would. It counts as a failure only when no reply came within
-// sickAfter (see Cache.get); a reply that came late, but came, is a
+// sickAfter (see Tier.get); a reply that came late, but came, is a
 // success. So a replica busy on its CPU keeps its shared tier, and a hung
 // or unreachable Redis still opens the breaker within about a second.
 const (
@@ -36,7 +36,7 @@ const (
 	halfOpen
 )
 
-// A breaker keeps the cache from paying a Redis timeout on every request
+// A breaker keeps the replica from paying a Redis timeout on every request
 // while Redis is down or hung.
 type breaker struct {
 	now   func() time.Time
@@ -92,7 +92,7 @@ func (b *breaker) isOpen() bool {
 // undecided ends an allowed call that tells nothing about Redis: one the
 // request stopped waiting for at RedisTimeout, which on a busy process may
 // be the scheduler's delay rather than Redis's. A probe is handed back.
-// The GETs judge a hung Redis by sickAfter (Cache.get).
+// The GETs judge a hung Redis by sickAfter (Tier.get).
 func (b *breaker) undecided() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,4 +1,4 @@
-package cache
+package redistier
 
 import (
 	"errors"
@@ -14,12 +14,12 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
-// NewRedis builds a Redis client from a REDIS_URL (the forms are in the
+// NewClient builds a Redis client from a REDIS_URL (the forms are in the
 // package documentation): standalone, Sentinel or Cluster. It does not
 // connect: a Redis that is down at start is a cache that runs without it
 // until it comes back. Errors never repeat the URL, which may hold a
 // password.
-func NewRedis(rawURL string) (redis.UniversalClient, error) {
+func NewClient(rawURL string) (redis.UniversalClient, error) {
 	opts, err := redisOptions(rawURL)
 	if err != nil {
 		return nil, err
@@ -39,16 +39,16 @@ func NewRedis(rawURL string) (redis.UniversalClient, error) {
 func redisOptions(rawURL string) (any, error) {
 	u, err := splitURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("cache: REDIS_URL: %w", err)
+		return nil, fmt.Errorf("redistier: REDIS_URL: %w", err)
 	}
 	switch u.scheme {
 	case "redis", "rediss":
 		if len(u.hosts) > 1 {
-			return nil, errors.New("cache: REDIS_URL: several hosts: use redis+cluster:// or redis-sentinel://")
+			return nil, errors.New("redistier: REDIS_URL: several hosts: use redis+cluster:// or redis-sentinel://")
 		}
 		opts, err := redis.ParseURL(u.rebuild(u.scheme, u.user, u.hosts[0], u.path, u.query))
 		if err != nil {
-			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
+			return nil, fmt.Errorf("redistier: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
@@ -58,7 +58,7 @@ func redisOptions(rawURL string) (any, error) {
 
 	case "redis+cluster", "rediss+cluster":
 		if strings.Trim(u.path, "/") != "" {
-			return nil, errors.New("cache: REDIS_URL: a cluster has no database number")
+			return nil, errors.New("redistier: REDIS_URL: a cluster has no database number")
 		}
 		q := u.query
 		reload, err := clusterReload(q)
@@ -69,7 +69,7 @@ func redisOptions(rawURL string) (any, error) {
 		scheme := strings.TrimSuffix(u.scheme, "+cluster")
 		opts, err := redis.ParseClusterURL(u.rebuild(scheme, u.user, u.hosts[0], "", q))
 		if err != nil {
-			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
+			return nil, fmt.Errorf("redistier: REDIS_URL: %w", clean(err))
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
@@ -82,11 +82,11 @@ func redisOptions(rawURL string) (any, error) {
 		// /mastername[/db]
 		parts := strings.Split(strings.Trim(u.path, "/"), "/")
 		if parts[0] == "" || len(parts) > 2 {
-			return nil, errors.New("cache: REDIS_URL: a sentinel URL needs /mastername[/db]")
+			return nil, errors.New("redistier: REDIS_URL: a sentinel URL needs /mastername[/db]")
 		}
 		q := u.query
 		if q.Has("master_name") || q.Has("addr") || q.Has("username") || q.Has("password") {
-			return nil, errors.New("cache: REDIS_URL: give the master name in the path, hosts before it and credentials in the userinfo")
+			return nil, errors.New("redistier: REDIS_URL: give the master name in the path, hosts before it and credentials in the userinfo")
 		}
 		q.Set("master_name", parts[0])
 		if len(parts) == 2 {
@@ -114,12 +114,12 @@ func redisOptions(rawURL string) (any, error) {
 		scheme := strings.TrimSuffix(u.scheme, "-sentinel")
 		opts, err := redis.ParseFailoverURL(u.rebuild(scheme, sentinelUser, u.hosts[0], "", q))
 		if err != nil {
-			return nil, fmt.Errorf("cache: REDIS_URL: %w", clean(err))
+			return nil, fmt.Errorf("redistier: REDIS_URL: %w", clean(err))
 		}
 		// go-redis panics on the first two for a master client, and the
 		// third would send the cache's writes to a read-only replica.
 		if opts.RouteByLatency || opts.RouteRandomly || opts.ReplicaOnly {
-			return nil, errors.New("cache: REDIS_URL: a Sentinel URL names the master the cache reads and writes: route_by_latency, route_randomly and replica_only are not supported")
+			return nil, errors.New("redistier: REDIS_URL: a Sentinel URL names the master the cache reads and writes: route_by_latency, route_randomly and replica_only are not supported")
 		}
 		opts.ContextTimeoutEnabled = true
 		opts.DialerRetries = dialerRetries(u.query)
@@ -127,7 +127,7 @@ func redisOptions(rawURL string) (any, error) {
 		return opts, nil
 
 	default:
-		return nil, errors.New("cache: REDIS_URL: the scheme must be redis, rediss, redis+cluster, rediss+cluster, redis-sentinel or rediss-sentinel")
+		return nil, errors.New("redistier: REDIS_URL: the scheme must be redis, rediss, redis+cluster, rediss+cluster, redis-sentinel or rediss-sentinel")
 	}
 }
 
@@ -175,7 +175,7 @@ func clusterReload(q url.Values) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return 0, errors.New("cache: REDIS_URL: cluster_state_reload_interval must be a positive duration, such as 1s")
+		return 0, errors.New("redistier: REDIS_URL: cluster_state_reload_interval must be a positive duration, such as 1s")
 	}
 	return d, nil
 }

@@ -1,0 +1,244 @@
+package redistier
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/prodapi/prodapi/sources/metrics"
+)
+
+// slowProxy forwards loopback connections to addr and delays every reply
+// chunk by delay: a Redis whose answers arrive after the cache stopped
+// waiting, as they do when the process is short of CPU.
+func slowProxy(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() { // ends when the listener closes
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", addr)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			wg.Go(func() { // ends when either side closes
+				io.Copy(server, client)
+				server.Close()
+			})
+			wg.Go(func() { // ends when either side closes
+				defer client.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := server.Read(buf)
+					if err != nil {
+						return
+					}
+					time.Sleep(delay) // the simulated lateness, not a wait for a condition
+					if _, err := client.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Replies that arrive after Timeout, but arrive, do not open the
+// breaker: the reads fall back, the tier stays on. (Five such timeouts in
+// a row used to open it.)
+func TestLateRepliesDoNotOpenTheBreaker(t *testing.T) {
+	m := miniredis.RunT(t)
+	addr := slowProxy(t, m.Addr(), 50*time.Millisecond)
+	rdb := newClient(addr)
+	defer rdb.Close()
+	clk := newClock()
+	tr := New(rdb, Options{Timeout: 5 * time.Millisecond, Now: clk.Now})
+	defer closeTier(t, tr)
+	ctx := context.Background()
+	for i := range 3 * breakerMinCalls {
+		key := fmt.Sprintf("k%d", i)
+		tr.Get(ctx, key) // gives up after 5ms, most likely
+		tr.Set(ctx, key, []byte("v"), time.Minute)
+	}
+	tr.Settle() // every read judged, every write made
+	if got := tr.breaker.current(); got != closed {
+		t.Errorf("breaker %v after late replies, want closed", got)
+	}
+	if n := len(m.Keys()); n == 0 {
+		t.Error("no writes reached Redis")
+	}
+}
+
+// silentClient is a client of a Redis that accepts connections and never
+// answers: a hung Redis. At the end of the test the connections close
+// first, which ends the client's calls, then the client.
+func silentClient(t *testing.T) *redis.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() { // ends when the listener closes
+		defer close(done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	rdb := newClient(ln.Addr().String())
+	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { // runs first
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return rdb
+}
+
+// No reply at all within sickAfter: the breaker opens.
+func TestSilentRedisOpensTheBreaker(t *testing.T) {
+	clk := newClock()
+	tr := New(silentClient(t), Options{Timeout: 5 * time.Millisecond, Now: clk.Now})
+	for i := range breakerMinCalls {
+		if _, ok := tr.Get(context.Background(), fmt.Sprintf("k%d", i)); ok {
+			t.Fatal("a silent Redis answered")
+		}
+	}
+	tr.calls.Wait()
+	if got := tr.breaker.current(); got != open {
+		t.Errorf("breaker %v with a silent Redis, want open", got)
+	}
+	closeTier(t, tr)
+}
+
+// A call the request stopped waiting for says nothing about Redis: it
+// neither counts against it nor keeps the half-open probe taken.
+func TestUndecidedCallsAreNoVerdict(t *testing.T) {
+	clk := newClock()
+	b := breaker{now: clk.Now, gauge: newMetrics(metrics.NewMetrics()).breakerState}
+	b.set(closed)
+	for range 10 * breakerMinCalls {
+		if !b.allow() {
+			t.Fatal("breaker refused a call after undecided ones")
+		}
+		b.undecided()
+	}
+	if got := b.current(); got != closed {
+		t.Fatalf("breaker %v after undecided calls, want closed", got)
+	}
+	b.set(halfOpen)
+	if !b.allow() {
+		t.Fatal("half-open breaker refused its probe")
+	}
+	b.undecided()
+	if !b.allow() {
+		t.Fatal("an undecided probe kept the half-open breaker from probing again")
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	clk := newClock()
+	g := newMetrics(metrics.NewMetrics()).breakerState
+	b := breaker{now: clk.Now, gauge: g}
+	b.set(closed)
+	calls := func(n int, ok bool) {
+		for range n {
+			if b.allow() {
+				b.done(ok)
+			}
+		}
+	}
+	type state struct {
+		s     breakerState
+		gauge float64
+		allow bool
+	}
+	check := func(step string, want state) {
+		t.Helper()
+		got := state{b.current(), g.Value(), false}
+		got.allow = b.allow()
+		if got != want {
+			t.Errorf("%s: got %+v, want %+v", step, got, want)
+		}
+	}
+
+	// A busy process: a run of timeouts among many good calls is not a
+	// sick Redis (five in a row used to open the breaker).
+	calls(40, true)
+	calls(15, false)
+	check("15 failures after 40 successes", state{closed, 0, true})
+	b.done(true) // the check's allowed call
+
+	// Failures age out of the window.
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls-1, false)
+	check("too few calls to judge", state{closed, 0, true})
+	b.done(true)
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls-1, false)
+	check("old failures forgotten", state{closed, 0, true})
+	b.done(true)
+
+	// Half the calls of the window failing opens it.
+	clk.Advance(breakerWindow + bucketWidth)
+	calls(breakerMinCalls/2, true)
+	calls(breakerMinCalls/2-1, false)
+	check("just under half failed", state{closed, 0, true})
+	b.done(false)
+	check("half failed", state{open, 1, false})
+
+	// A call allowed before it opened says nothing once it is open.
+	b.done(true)
+	check("a late success while open", state{open, 1, false})
+
+	clk.Advance(breakerCooldown)
+	check("after the cool-down", state{open, 1, true}) // this allow is the probe
+	if b.allow() {
+		t.Error("a second call allowed while the probe is out")
+	}
+	b.done(false)
+	check("failed probe", state{open, 1, false})
+
+	clk.Advance(breakerCooldown)
+	if !b.allow() {
+		t.Fatal("no probe after the second cool-down")
+	}
+	if g.Value() != 0.5 {
+		t.Errorf("gauge %v while probing, want 0.5", g.Value())
+	}
+	b.done(true)
+	check("successful probe", state{closed, 0, true})
+	b.done(true)
+	// The window starts again: the failures before it opened are gone.
+	calls(4, false)
+	check("fresh window after closing", state{closed, 0, true})
+}

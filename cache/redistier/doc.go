@@ -1,0 +1,124 @@
+// Package redistier is the cache's Redis tier: what a replica keeps in,
+// and learns from, the Redis its fleet shares. It deals in keys and
+// bytes, never in entries, queries or documents: package cache encodes
+// what it stores and names the tags whose generations it reads.
+//
+// cmd/prodapi builds one Tier per process (New), hands it to the cache
+// (entries, generations, invalidations, one load per fleet) and to the
+// change feed (cache/feed: its lease and resume token), and closes it
+// after the cache. Without Redis a Tier is a fleet of one: reads find
+// nothing, writes and messages go nowhere, its replica holds every lease,
+// and tokens live in memory.
+//
+// A Tier is a few kinds of call on one client, each bounded, timed,
+// traced and judged by one breaker. A new use of the fleet's Redis (a
+// change log's stream and its watermark, say) belongs here, as a file of
+// its own beside these, with the same helpers: span and endSpan for
+// tracing, controlCtx for a control call's deadline, the breaker where a
+// failure should make the replica stop asking.
+//
+// # Keys
+//
+// Every key starts with Prefix:
+//
+//	prodapi:v1:<...>                  values (Set, Get; package cache names them)
+//	prodapi:v1:gen:<tag>              a tag's generation (Gens, NewGens)
+//	prodapi:v1:lease:<key>            the load lease of key (TryLoadLease)
+//	prodapi:v1:feed:<name>:lease      a change feed's watcher lease (Lease)
+//	prodapi:v1:feed:<name>:token      its resume token (Token, SaveToken)
+//	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
+//
+// # Reads
+//
+// Get waits Options.Timeout (50ms by default) for a reply, less if the
+// request's context ends sooner; an error or a timeout is a miss, never
+// an error to the request. Concurrent reads share round trips through
+// go-redis's auto-pipeliner. The read itself goes on, detached, and counts
+// against Redis only when Redis errs or no reply came within sickAfter (a
+// second, or four timeouts): a reply late because the process was short
+// of CPU is a success.
+//
+// # Writes
+//
+// Writes never happen on the request path. Set and Delete queue them,
+// four writers with 256 writes each (a key always uses the same one, so
+// its writes keep their order); a write is dropped and counted when its
+// queue is full or the breaker is open. SetAndWait queues a write and
+// waits for it (a fleet load's value, which the other replicas poll for).
+// Close drains the queues until its context ends.
+//
+// # The breaker
+//
+// When at least half of 10 or more calls over the last 10s failed, the
+// breaker skips Redis for 2s, then lets one call through as a probe.
+// Reply errors (out of memory, read-only) count as successes: Redis is
+// there, so reads go on when only writes fail. A read the request
+// stopped waiting for counts only once sickAfter has passed without a
+// reply; another call cut short by its deadline is no verdict.
+//
+// # Generations
+//
+// A generation names the state of a tag: a random 63-bit number that
+// NewGens sets (never a counter, so a key that expired or was evicted
+// reads as 0 and cannot come back to a value an old reader recorded),
+// kept Options.GenTTL (24h by default) after it was last set. Gens reads
+// those of many tags in one pipelined round trip (one GET per tag, so
+// that a Cluster can route each). A value that records generations must
+// not live longer than GenTTL.
+//
+// # Pub/sub
+//
+// Publish sends a payload to the other replicas on the channel; the
+// message is the sender's replica id, a newline, the payload. Subscribe
+// hands a Listener the other replicas' payloads, and says when the
+// subscription is lost and when it is back (and whether messages may have
+// been missed meanwhile). go-redis reconnects a lost subscription; a
+// silent one is pinged every 5s, so that a cut shows.
+//
+// # Leases and tokens
+//
+// A load lease (TryLoadLease, ReleaseLoadLease) lets one replica load a
+// key for the fleet: SET NX PX, released by a compare-and-delete script,
+// so that a lease that lapsed and was taken by another is not touched. A
+// feed lease (Lease, ReleaseLease) lets one replica watch a change feed:
+// taken, or extended by its holder only, with a script. A feed's resume
+// token (Token, SaveToken) is kept a week after it was last saved.
+//
+// # Clients and REDIS_URL
+//
+// A client for New must have ContextTimeoutEnabled set, or go-redis
+// ignores the per-call deadline; NewClient sets it, dials once per
+// attempt (go-redis would try five times, 100ms apart, spending every
+// call's budget on a Redis that refuses connections), speaks RESP2 unless
+// the URL asks otherwise, and turns off the Redis Enterprise
+// maintenance-notification handshake. go-redis logs dial failures through
+// its own process-wide logger (redis.SetLogger). NewClient accepts:
+//
+//	redis://[[user]:pass@]host[:port][/db][?option=value...]     standalone
+//	rediss://...                                                 standalone over TLS
+//	redis+cluster://[[user]:pass@]host:port[,host:port...][?addr=host:port...]
+//	rediss+cluster://...                                         Cluster (over TLS)
+//	redis-sentinel://[[user]:pass@]host:port[,host:port...]/mastername[/db][?sentinel_password=...]
+//	rediss-sentinel://...                                        Sentinel (over TLS)
+//
+// Options are go-redis's URL options (dial_timeout, pool_size, ...), and
+// for a Cluster cluster_state_reload_interval (default 1s): how often the
+// client re-reads the slots, which bounds how long it keeps sending a
+// failed-over master's slots to the dead master. Ports default to 6379,
+// 26379 for sentinels. In a Sentinel URL the userinfo authenticates to
+// the master and replicas; sentinel_username and sentinel_password
+// authenticate to the sentinels.
+//
+// # Metrics
+//
+// Registered on Options.Metrics, under the cache's names (package cache
+// lists them all):
+//
+//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate
+//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease
+//	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
+//	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed
+//	prodapi_cache_invalidations_received_total       messages on the channel, own included
+//	prodapi_cache_invalidation_subscribed            1 subscribed, 0 not
+//	prodapi_cache_invalidation_subscriptions_total   subscriptions
+package redistier
