@@ -81,29 +81,21 @@ func (c *Cache) invalidateLater(tags []string) {
 	if c.searchLag <= 0 {
 		return
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.refreshes.Add(1)
-	c.mu.Unlock()
 	// Ends after searchLag, or at once when Close cancels the base.
-	go func() {
-		defer c.refreshes.Done()
-		after := c.after
+	c.bg.goRun(func(base context.Context) {
+		after := c.bg.after
 		if after == nil {
 			t := time.NewTimer(c.searchLag)
 			defer t.Stop()
 			after = func(time.Duration) <-chan time.Time { return t.C }
 		}
 		select {
-		case <-c.base.Done():
+		case <-base.Done():
 			return
 		case <-after(c.searchLag):
 		}
-		if err := c.invalidate(c.base, tags); err != nil {
+		if err := c.invalidate(base, tags); err != nil {
 			c.log.Warn("cache: the second invalidation of search lists failed", "error", err)
 		}
-	}()
+	})
 }

@@ -70,7 +70,7 @@ func TestApplyChanges(t *testing.T) {
 func TestApplyInvalidatesSearchListsAgain(t *testing.T) {
 	e := newEnv(t, withDocs)
 	ring := make(chan time.Time)
-	e.c.after = func(time.Duration) <-chan time.Time { return ring }
+	e.c.bg.after = func(time.Duration) <-chan time.Time { return ring }
 	ctx := context.Background()
 	items, desks := list(t, "items"), list(t, "desks")
 	e.load(t, items)
@@ -84,7 +84,7 @@ func TestApplyInvalidatesSearchListsAgain(t *testing.T) {
 	e.load(t, desks)
 	// ...and dropped by the second invalidation; desks, not searched, stay.
 	ring <- time.Time{}
-	e.c.refreshes.Wait()
+	e.c.bg.running.Wait()
 	if localHas(e.c, items) || !localHas(e.c, desks) {
 		t.Errorf("after the second invalidation: items kept %v, desks kept %v", localHas(e.c, items), localHas(e.c, desks))
 	}

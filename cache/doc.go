@@ -9,12 +9,27 @@
 // scope on every request, hits included, and parses the query before it
 // calls Load. The cache never sees a token.
 //
-// The Redis tier (package cache/redistier) deals in keys and bytes: this
-// package encodes what it stores there (entry.go, tags.go) and decides
-// what a value read back is worth (shared.go, gens.go). cmd/prodapi
-// builds the tier once per process, hands it to the cache and to the
-// change feed (cache/feed, whose lease and resume token it keeps), and
-// closes it after the cache.
+// # Shape
+//
+// A lookup reads as groupcache's does: the in-process tier, then the
+// Redis tier, then the key's flight (x/sync/singleflight), whose one
+// request calls the Loader. Each part is a type of its own:
+//
+//	Cache            the lookup, the flights, storing, invalidation (cache.go, flight.go, tags.go)
+//	local            the in-process tier: entries by key, bounded in bytes (local.go)
+//	redistier.Tier   the Redis tier: reads, the write queue, the breaker,
+//	                 generations, pub/sub, leases and tokens (package cache/redistier)
+//	background       refreshes of stale entries and second invalidations, which Close stops (background.go)
+//
+// The Redis tier deals in keys and bytes; this package encodes what it
+// stores there (entry.go, tags.go) and decides what a value read back is
+// worth (shared.go, gens.go). cmd/prodapi builds the tier once per
+// process, hands it to the cache and to the change feed (cache/feed,
+// whose lease and resume token it keeps), and closes it after the cache.
+//
+// Two memos only save work on the hit path: keyMemo (key.go) keeps the
+// keys of recent queries, and the hit memo (hitmemo.go) a local hit's
+// representation for a second.
 //
 // # Keys
 //

@@ -277,7 +277,7 @@ func (e *env) settle() { settle(e.c) }
 
 // settle is env.settle for any replica.
 func settle(c *Cache) {
-	c.refreshes.Wait()
+	c.bg.running.Wait()
 	if c.redis != nil {
 		c.redis.Settle()
 	}

@@ -1,0 +1,330 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// kind is how a request was answered.
+type kind int
+
+const (
+	kindHit        kind = iota // a fresh entry
+	kindStale                  // a stale entry, while a refresh runs
+	kindStaleError             // a stale entry, because the load failed
+	kindLoaded                 // a load, stored
+	kindPass                   // a load that may not be stored
+)
+
+// A fill is what a flight produced, shared by every request that waited
+// for it. Each request builds its own Representation from it.
+type fill struct {
+	tier   string // where the entry came from: local, redis or backend
+	kind   kind
+	e      *entry                  // the entry served (nil for kindPass)
+	raw    []byte                  // the uncompressed body, after a load
+	pass   *sources.Representation // kindPass: the loader's answer
+	status int                     // fwd-status: the load's status, or the failure's
+	fleet  bool                    // loaded by another replica (one load per fleet)
+}
+
+// flight joins the flight of key, where one request at a time fills the
+// key (fill), and answers from what it produced.
+func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead) (*sources.Representation, string, error) {
+	res := q.Resource.Name
+	leader := false // set inside the flight only when this request runs it
+	ch := c.flights.DoChan(key, func() (v any, err error) {
+		leader = true
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("cache: panic in a fill", "resource", res, "panic", p, "stack", string(debug.Stack()))
+				v, err = nil, errPanic
+			}
+		}()
+		// A variable of its own: assigning the captured ctx would move
+		// it to the heap for every request that joins a flight.
+		fctx := ctx
+		if c.tracer != nil {
+			var span trace.Span
+			fctx, span = c.tracer.Start(ctx, "cache.flight")
+			defer span.End()
+		}
+		return c.fill(fctx, key, q, fresh, pre)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			c.metrics.requests.Inc(res, OutcomeError)
+			return nil, "", r.Err
+		}
+		f := r.Val.(*fill)
+		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
+		if f.kind == kindPass {
+			rep := *f.pass
+			rep.CacheStatus, rep.Outcome = cacheStatus(kindPass, 0, f.status, collapsed), OutcomeMiss
+			if collapsed {
+				rep.Outcome = OutcomeCollapsed
+			}
+			c.metrics.requests.Inc(res, rep.Outcome)
+			return &rep, f.tier, nil
+		}
+		return c.represent(res, f.e, f.raw, c.now(), f.kind, f.status, collapsed), f.tier, nil
+	case <-ctx.Done():
+		c.metrics.requests.Inc(res, OutcomeError)
+		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+	}
+}
+
+// fill runs inside the flight of key: it looks in the in-process tier
+// again (an earlier flight may just have filled it), and in Redis unless
+// the leading request just did (pre), then loads.
+func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh time.Duration, pre *redisRead) (*fill, error) {
+	ctx, cancel := c.detach(ctx)
+	defer cancel()
+	now := c.now()
+	r := c.local.get(key, now)
+	if r != nil && now.Before(r.localUntil) {
+		return &fill{tier: "local", kind: kindHit, e: r.e}, nil
+	}
+	rr := pre
+	if rr == nil {
+		rr = c.readRedis(ctx, key)
+	}
+	e, asked, seq, obsolete := rr.e, rr.asked, rr.seq, rr.obsolete
+	tier := "redis"
+	if !asked && r != nil {
+		// Redis cannot be asked: the in-process copy is all there is.
+		e, tier = r.e, "local"
+	}
+	now = c.now()
+	if e != nil {
+		switch {
+		case e.isFresh(now):
+			c.keepLocalUnless(key, e, now, seq)
+			return &fill{tier: tier, kind: kindHit, e: e}, nil
+		case e.isUsable(now):
+			c.keepLocalUnless(key, e, now, seq)
+			// The failure a response reports is one from before it.
+			_, status := c.bg.staleState(key, now)
+			c.refresh(ctx, key, q, fresh)
+			return &fill{tier: tier, kind: kindStale, e: e, status: status}, nil
+		}
+	}
+	// Redis had nothing usable. A copy kept here still answers if the
+	// load fails.
+	var fallback *entry
+	fallbackTier := "local"
+	if r != nil && r.e.isUsable(now) {
+		fallback = r.e
+	}
+	if obsolete != nil && obsolete.isUsable(now) {
+		fallback, fallbackTier = obsolete, "redis"
+	}
+	other, lease := c.fleet(ctx, key)
+	if other != nil {
+		c.local.put(key, other, c.now())
+		return &fill{tier: "redis", kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
+	}
+	defer c.releaseLease(key, lease)
+	fence := c.beginFill(ctx, q)
+	rep, err := c.callLoader(ctx, q)
+	if err != nil {
+		now = c.now()
+		if fallback != nil && fallback.isUsable(now) && staleable(err) {
+			status := fwdStatus(err)
+			c.bg.noteFailure(key, status, now)
+			return &fill{tier: fallbackTier, kind: kindStaleError, e: fallback, status: status}, nil
+		}
+		return nil, err
+	}
+	return c.storeWith(ctx, key, fence, rep, fresh, lease != ""), nil
+}
+
+// store makes an entry of a loaded representation and puts it in both
+// tiers, unless it may not be stored: NoStore (a degraded enrichment),
+// or a status other than 200 and 404.
+func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration) *fill {
+	return c.storeWith(ctx, key, f, rep, fresh, false)
+}
+
+// storeWith is store; direct waits for the value's write to Redis before
+// it returns (a lease holder's waiters poll for it).
+func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
+	stale := c.stale
+	switch {
+	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+	case rep.Status == 404:
+		fresh, stale = c.notFoundTTL, 0
+	}
+	if fresh <= 0 {
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+	}
+	now := c.now()
+	e := c.newEntry(rep, now, fresh, stale)
+	if !c.tag(ctx, f, rep, e) {
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+	}
+	if !c.keepLocalUnless(key, e, now, f.seq) {
+		c.metrics.fencedFills.Inc()
+		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+	}
+	if c.redis != nil { // without Redis nothing reads the value
+		// Never past the generations it records (redistier.GenTTL).
+		val, ttl := encodeTagged(key, e), min(fresh+stale, c.redis.GenTTL())
+		if direct {
+			c.redis.SetAndWait(ctx, key, val, ttl)
+		} else {
+			c.redis.Set(ctx, key, val, ttl)
+		}
+	}
+	c.bg.clearFailure(key)
+	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
+}
+
+// keepLocalUnless puts e in the in-process tier, unless an invalidation
+// of one of its tags arrived since seq; it reports whether the entry is
+// current.
+func (c *Cache) keepLocalUnless(key string, e *entry, now time.Time, seq uint64) bool {
+	return !c.local.putUnless(key, e, now, func() bool {
+		return c.inval.since(seq, e.tags)
+	})
+}
+
+var (
+	errPanic   = errors.New("cache: the load panicked")
+	errNoValue = errors.New("cache: the loader returned no representation")
+)
+
+// callLoader runs the wrapped loader, turning a panic into an error: a
+// panic inside a flight would otherwise crash the process.
+func (c *Cache) callLoader(ctx context.Context, q *sources.Query) (rep *sources.Representation, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("cache: panic in a load", "resource", q.Resource.Name, "panic", p, "stack", string(debug.Stack()))
+			rep, err = nil, errPanic
+		}
+	}()
+	rep, err = c.load.Load(ctx, q)
+	if err == nil && rep == nil {
+		err = errNoValue
+	}
+	return rep, err
+}
+
+// detach returns a context for a load shared by several requests: it
+// keeps ctx's values but not its cancellation, and ends after
+// LoadTimeout.
+func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), c.loadTimeout)
+}
+
+// bypass loads without the cache, for a resource whose TTL is zero.
+func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	rep, err := c.callLoader(ctx, q)
+	if err != nil {
+		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
+		return nil, err
+	}
+	out := *rep
+	out.CacheStatus, out.Outcome = "prodapi; fwd=bypass", OutcomeBypass
+	c.metrics.requests.Inc(q.Resource.Name, OutcomeBypass)
+	return &out, nil
+}
+
+// staleable reports whether a load failure may be answered with a stale
+// entry: any failure but a refusal of the query itself.
+func staleable(err error) bool {
+	return !errors.Is(err, sources.ErrInvalid) && !errors.Is(err, sources.ErrNotFound)
+}
+
+// fwdStatus is the status a failed load stands for, as Cache-Status
+// fwd-status reports it.
+func fwdStatus(err error) int {
+	switch {
+	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return 504
+	case errors.Is(err, sources.ErrUnavailable), errors.Is(err, sources.ErrPartial), errors.Is(err, context.Canceled):
+		return 503
+	default:
+		return 500
+	}
+}
+
+// represent builds the Representation of e for one request, and counts
+// the request.
+func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *sources.Representation {
+	rep := &sources.Representation{
+		Status:       e.status,
+		ETag:         e.etag,
+		Total:        e.total,
+		LastModified: e.lastModified,
+		StoredAt:     e.storedAt,
+		CacheStatus:  cacheStatus(k, e.ttl(now), status, collapsed),
+	}
+	if e.gzip {
+		rep.Gzip, rep.Body = e.body, raw
+	} else {
+		rep.Body = e.body
+	}
+	switch {
+	case k == kindHit:
+		rep.Outcome = OutcomeHit
+	case k == kindStale || k == kindStaleError:
+		rep.Outcome = OutcomeStale
+	case collapsed:
+		rep.Outcome = OutcomeCollapsed
+	default:
+		rep.Outcome = OutcomeMiss
+	}
+	c.metrics.requests.Inc(res, rep.Outcome)
+	return rep
+}
+
+// cacheStatus is the RFC 9211 Cache-Status of a response:
+//
+//	prodapi; hit; ttl=42                               fresh entry
+//	prodapi; hit; ttl=-3                               stale entry, refresh running (stale-while-revalidate)
+//	prodapi; fwd=stale; fwd-status=503; ttl=-3         stale entry, the backend failed (stale-if-error)
+//	prodapi; fwd=miss; fwd-status=200; stored; ttl=60  loaded and stored
+//	prodapi; fwd=miss; fwd-status=200; collapsed; ...  answered by another request's load
+//	prodapi; fwd=miss; fwd-status=200                  loaded, not storable
+//	prodapi; fwd=bypass                                caching is off for the resource
+//
+// The key is never part of it.
+func cacheStatus(k kind, ttl int64, status int, collapsed bool) string {
+	var buf [80]byte
+	b := append(buf[:0], "prodapi; "...)
+	switch k {
+	case kindHit:
+		b = append(b, "hit"...)
+	case kindStale, kindStaleError:
+		if status == 0 {
+			b = append(b, "hit"...)
+		} else {
+			b = append(b, "fwd=stale; fwd-status="...)
+			b = strconv.AppendInt(b, int64(status), 10)
+		}
+	case kindLoaded, kindPass:
+		b = append(b, "fwd=miss; fwd-status="...)
+		b = strconv.AppendInt(b, int64(status), 10)
+		if collapsed {
+			b = append(b, "; collapsed"...)
+		}
+		if k == kindPass {
+			return string(b)
+		}
+		b = append(b, "; stored"...)
+	}
+	b = append(b, "; ttl="...)
+	b = strconv.AppendInt(b, ttl, 10)
+	return string(b)
+}
