@@ -19,6 +19,7 @@ import (
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // A clock is a settable time source.
@@ -199,10 +200,10 @@ func withoutRedis() envOption { return func(e *env) { e.m = nil } }
 
 func withOptions(f func(*Options)) envOption { return func(e *env) { f(&e.opts) } }
 
-func newEnv(t testing.TB, opts ...envOption) *env {
-	t.Helper()
+// baseEnv is an env's backend, clock, metrics and options, with opts
+// applied, before it has a Redis or a cache.
+func baseEnv(opts []envOption) *env {
 	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
-	e.m = miniredis.RunT(t)
 	e.opts = Options{
 		Stale:       time.Minute,
 		NotFoundTTL: 5 * time.Second,
@@ -212,7 +213,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	e.redisOpts = redistier.Options{
 		// Generous: on a busy machine a healthy Redis must not look
 		// like a miss. (miniredis never hangs; a closed one refuses at
-		// once.)
+		// once.) Tests of a dead or hung Redis shorten it.
 		Timeout: 5 * time.Second,
 		Metrics: e.metrics,
 		Now:     e.clock.Now,
@@ -220,8 +221,15 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	for _, o := range opts {
 		o(e)
 	}
+	return e
+}
+
+func newEnv(t testing.TB, opts ...envOption) *env {
+	t.Helper()
+	m := miniredis.RunT(t)
+	e := baseEnv(append([]envOption{func(e *env) { e.m = m }}, opts...))
 	if e.m != nil {
-		e.rdb = newClient(e.m.Addr())
+		e.rdb = realserver.RedisClient(e.m.Addr())
 		t.Cleanup(func() { e.rdb.Close() })
 	}
 	e.c = e.newCache()
@@ -251,16 +259,6 @@ func leaseKey(key string) string { return redistier.Prefix + "lease:" + key }
 // it: 0 closed, 0.5 half-open, 1 open.
 func (e *env) breaker() float64 {
 	return e.metrics.Gauge("prodapi_cache_redis_breaker_state", "").Value()
-}
-
-func newClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DisableIdentity:       true,
-	})
 }
 
 // advance moves the clock and Redis' TTLs on together.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
@@ -34,23 +33,7 @@ func realEnv(t *testing.T, srv *realserver.Redis, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	e := &env{be: newBackend(), clock: newClock(), metrics: metrics.NewMetrics()}
-	e.opts = Options{
-		Stale:       time.Minute,
-		NotFoundTTL: 5 * time.Second,
-		Metrics:     e.metrics,
-		Now:         e.clock.Now,
-	}
-	e.redisOpts = redistier.Options{
-		// Generous: a busy machine must not turn a healthy Redis into
-		// a miss. Tests of a dead or hung Redis shorten it.
-		Timeout: 5 * time.Second,
-		Metrics: e.metrics,
-		Now:     e.clock.Now,
-	}
-	for _, o := range opts {
-		o(e)
-	}
+	e := baseEnv(opts)
 	e.realRDB = rdb
 	e.c = e.newCache()
 	t.Cleanup(func() { closeCache(t, e.c) })

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // slowProxy forwards loopback connections to addr and delays every reply
@@ -66,7 +67,7 @@ func slowProxy(t *testing.T, addr string, delay time.Duration) string {
 func TestLateRepliesDoNotOpenTheBreaker(t *testing.T) {
 	m := miniredis.RunT(t)
 	addr := slowProxy(t, m.Addr(), 50*time.Millisecond)
-	rdb := newClient(addr)
+	rdb := realserver.RedisClient(addr)
 	defer rdb.Close()
 	clk := newClock()
 	tr := New(rdb, Options{Timeout: 5 * time.Millisecond, Now: clk.Now})
@@ -110,7 +111,7 @@ func silentClient(t *testing.T) *redis.Client {
 			mu.Unlock()
 		}
 	}()
-	rdb := newClient(ln.Addr().String())
+	rdb := realserver.RedisClient(ln.Addr().String())
 	t.Cleanup(func() { rdb.Close() })
 	t.Cleanup(func() { // runs first
 		ln.Close()

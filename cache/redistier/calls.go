@@ -20,7 +20,7 @@ func (t *Tier) spanOf(ctx context.Context) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
 }
 
-// span starts the span of one Redis call when tracing; end ends it
+// span starts the span of one Redis call when tracing; endSpan ends it
 // with the call's error. Without a tracer both cost nothing.
 func (t *Tier) span(ctx context.Context, op string) (context.Context, trace.Span) {
 	if t.tracer == nil || !trace.SpanContextFromContext(ctx).IsValid() {

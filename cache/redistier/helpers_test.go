@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // quiet drops go-redis' own log lines (dial failures while a test has
@@ -46,16 +47,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func newClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DisableIdentity:       true,
-	})
-}
-
 // An env is a tier on miniredis, with its metrics and clock.
 type env struct {
 	t       *Tier
@@ -70,7 +61,7 @@ type env struct {
 func newEnv(t testing.TB, edit ...func(*Options)) *env {
 	t.Helper()
 	e := &env{m: miniredis.RunT(t), clock: newClock(), metrics: metrics.NewMetrics()}
-	e.rdb = newClient(e.m.Addr())
+	e.rdb = realserver.RedisClient(e.m.Addr())
 	t.Cleanup(func() { e.rdb.Close() })
 	e.t = e.tier(t, edit...)
 	return e
@@ -94,6 +85,11 @@ func (e *env) tier(t testing.TB, edit ...func(*Options)) *Tier {
 	tr := New(e.rdb, opts)
 	t.Cleanup(func() { closeTier(t, tr) })
 	return tr
+}
+
+// errors is prodapi_cache_redis_errors_total for op.
+func (e *env) errors(op string) uint64 {
+	return e.metrics.Counter("prodapi_cache_redis_errors_total", "op").Value(op)
 }
 
 func closeTier(t testing.TB, tr *Tier) {

@@ -159,20 +159,3 @@ func randomID() string {
 	_, _ = rand.Read(b[:]) // never fails
 	return hex.EncodeToString(b[:])
 }
-
-// waitFor waits for wg until ctx ends.
-func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	// Ends when wg does: the work it waits for is bounded (writes by
-	// sickAfter each).
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -31,7 +31,7 @@ func TestGet(t *testing.T) {
 	if _, ok := e.t.Get(ctx, "k"); ok {
 		t.Error("Get with Redis down answered")
 	}
-	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "op").Value("get"); got != 1 {
+	if got := e.errors("get"); got != 1 {
 		t.Errorf("get errors counted = %d, want 1", got)
 	}
 }
@@ -84,7 +84,7 @@ func TestWriteErrorsKeepTheBreakerClosed(t *testing.T) {
 	if got := e.t.breaker.current(); got != closed {
 		t.Errorf("breaker %v, want closed", got)
 	}
-	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "op").Value("set"); got != 2*breakerMinCalls {
+	if got := e.errors("set"); got != 2*breakerMinCalls {
 		t.Errorf("set errors counted = %d, want %d", got, 2*breakerMinCalls)
 	}
 }
@@ -192,7 +192,7 @@ func TestGens(t *testing.T) {
 	if err := e.t.NewGens(ctx, tags); err == nil {
 		t.Error("NewGens with Redis down succeeded")
 	}
-	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "op").Value("invalidate"); got != 1 {
+	if got := e.errors("invalidate"); got != 1 {
 		t.Errorf("invalidate errors counted = %d, want 1", got)
 	}
 }
@@ -343,7 +343,7 @@ func TestLoadLease(t *testing.T) {
 	if _, ok := b.TryLoadLease(ctx, "k", time.Second); ok {
 		t.Error("TryLoadLease with Redis down answered")
 	}
-	if got := e.metrics.Counter("prodapi_cache_redis_errors_total", "op").Value("lease"); got != 1 {
+	if got := e.errors("lease"); got != 1 {
 		t.Errorf("lease errors counted = %d, want 1", got)
 	}
 }

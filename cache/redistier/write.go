@@ -25,8 +25,8 @@ type writeQueue struct {
 	queues  [writers]chan writeOp
 	seed    maphash.Seed
 	pending sync.WaitGroup // queued writes (Settle)
-	writers sync.WaitGroup
-	abort   chan struct{} // closed when Close stops waiting for writes
+	drained chan struct{}  // closed when every writer has ended
+	abort   chan struct{}  // closed when Close stops waiting for writes
 
 	closeOnce, abortOnce sync.Once
 }
@@ -74,12 +74,17 @@ func (t *Tier) Delete(ctx context.Context, key string) {
 // start starts the writers. Each ends when Close closes its queue.
 func (q *writeQueue) start(t *Tier) {
 	q.seed = maphash.MakeSeed()
-	q.abort = make(chan struct{})
+	q.abort, q.drained = make(chan struct{}), make(chan struct{})
+	var writers sync.WaitGroup
 	for i := range q.queues {
 		q.queues[i] = make(chan writeOp, writeQueues)
-		q.writers.Add(1)
-		go t.writer(q.queues[i])
+		writers.Go(func() { t.writer(q.queues[i]) })
 	}
+	// Ends with the last writer.
+	go func() {
+		writers.Wait()
+		close(q.drained)
+	}()
 }
 
 // enqueue hands a write to its writer without waiting.
@@ -117,7 +122,6 @@ func (t *Tier) enqueue(op writeOp) {
 // the rest is dropped.
 func (t *Tier) writer(ch <-chan writeOp) {
 	q := &t.writes
-	defer q.writers.Done()
 	for op := range ch {
 		select {
 		case <-q.abort:
@@ -173,20 +177,20 @@ func (q *writeQueue) close(ctx context.Context) error {
 		q.mu.Lock()
 		q.closed = true
 		q.mu.Unlock()
-		if q.abort == nil { // never started: no Redis
-			return
-		}
 		for _, ch := range q.queues {
-			close(ch)
+			if ch != nil { // nil: never started, without Redis
+				close(ch)
+			}
 		}
 	})
-	if err := waitFor(ctx, &q.writers); err != nil {
-		q.abortOnce.Do(func() {
-			if q.abort != nil {
-				close(q.abort)
-			}
-		})
-		return err
+	if q.drained == nil {
+		return nil
 	}
-	return nil
+	select {
+	case <-q.drained:
+		return nil
+	case <-ctx.Done():
+		q.abortOnce.Do(func() { close(q.abort) })
+		return ctx.Err()
+	}
 }

@@ -125,16 +125,28 @@ func startRedis(t testing.TB, server string, port int, config string, args ...st
 	return r, err
 }
 
-// do runs one command on the server, on a connection of its own.
-func (r *Redis) do(ctx context.Context, args ...any) *redis.Cmd {
-	c := redis.NewClient(&redis.Options{
-		Addr:                  r.Addr(),
+// RedisClient is a client of the Redis at addr (a real one or miniredis)
+// for tests: deadlines honoured, no retries, one dial per attempt, no
+// CLIENT SETINFO (which miniredis refuses). The caller closes it.
+func RedisClient(addr string) *redis.Client {
+	return redis.NewClient(redisOptions(addr))
+}
+
+func redisOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialerRetries:         1,
-		PoolSize:              1,
 		DisableIdentity:       true,
-	})
+	}
+}
+
+// do runs one command on the server, on a connection of its own.
+func (r *Redis) do(ctx context.Context, args ...any) *redis.Cmd {
+	o := redisOptions(r.Addr())
+	o.PoolSize = 1
+	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
