@@ -132,8 +132,8 @@ func TestWalkRefusals(t *testing.T) {
 	e := enrich.New(store, enrich.Options{})
 	var loads atomic.Int64
 	var fail atomic.Bool
-	renderer := render.New(store, e)
-	load := render.LoaderFunc(func(ctx context.Context, q *sources.Query) (*render.Representation, error) {
+	renderer := render.New(store, e.Enrich)
+	load := server.LoaderFunc(func(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
 		loads.Add(1)
 		if fail.Load() {
 			return nil, sources.ErrCursor
@@ -210,7 +210,7 @@ func TestWalkCursorExpiresOnRepeat(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC).Unix())
 	clock := func() time.Time { return time.Unix(now.Load(), 0) }
-	ts := httptest.NewServer(server.New(render.New(store, enrich.New(store, enrich.Options{})),
+	ts := httptest.NewServer(server.New(render.New(store, enrich.New(store, enrich.Options{}).Enrich),
 		server.Options{Now: clock, CursorSecret: []byte("a secret of the fleet's, at least thirty-two bytes")}).Handler())
 	t.Cleanup(ts.Close)
 	_, first := getList(t, ts, "users?max_results=1&cursor=")

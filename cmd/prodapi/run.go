@@ -199,8 +199,8 @@ func serve(ctx context.Context, e env, args []string) error {
 	// The Redis tier is this replica's part of what the fleet shares:
 	// the cache's entries and invalidations, and the change feed's lease
 	// and token. Without Redis the replica is alone.
-	shared := redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: tracer})
-	c := cache.New(shared, renderer, cache.Options{
+	tier := redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: tracer})
+	c := cache.New(tier, renderer, cache.Options{
 		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
@@ -226,7 +226,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	checks := b.checks
 	if b.stream != nil {
-		f := feed.New(b.stream, shared, c, feed.Options{
+		f := feed.New(b.stream, tier, c, feed.Options{
 			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
 			Metrics:     registry,
@@ -357,7 +357,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err := c.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
-	if err := shared.Close(sctx); err != nil {
+	if err := tier.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
 	logger.Info("stopped")
