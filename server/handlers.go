@@ -43,10 +43,11 @@ func (s *Server) getList(res *sources.Resource) handlerFunc {
 }
 
 // getDetail answers /<resource>/<id>, given the id's path segment as
-// routed. An id outside the original's id pattern is the routing 404,
-// decided before auth.
-func (s *Server) getDetail(res *sources.Resource) func(w http.ResponseWriter, r *http.Request, rawID string) error {
-	return func(w http.ResponseWriter, r *http.Request, rawID string) error {
+// chi routed it (escaped when the path was). An id outside the
+// original's id pattern is the routing 404, decided before auth.
+func (s *Server) getDetail(res *sources.Resource) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		rawID := chi.URLParam(r, "id")
 		id, err := rawID, error(nil)
 		if strings.IndexByte(rawID, '%') >= 0 {
 			id, err = url.PathUnescape(rawID)

@@ -53,10 +53,6 @@ func TestQueryMemo(t *testing.T) {
 	}
 }
 
-// An in-process hit of a route the exact-path index holds allocates
-// nothing, router included (a request id batch, one string and one slice
-// per 64 requests, averages below one). The count is exact, so this fails
-// on any new allocation on the hit path.
 // The plain lists of different resources (no id, no query) keep a slot
 // each: alternating between them parses nothing again.
 func TestQueryMemoKeepsResourcesApart(t *testing.T) {
@@ -76,18 +72,25 @@ func TestQueryMemoKeepsResourcesApart(t *testing.T) {
 	}
 }
 
+// An in-process hit allocates only what chi's routing does: the copy of
+// the request that carries its route context (two allocations), and for
+// a detail the id set as the request's path value (two more). The count
+// is exact, so this fails on any new allocation on the hit path.
 func TestHitAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
 	h, tok := hitHandler(t)
-	for _, target := range []string{
-		"/prodapi/v1/items/urn:newsml:x:a3a0921f",
-		"/prodapi/v1/items/urn:newsml:x:a3a0921f/",
-		"/prodapi/v1/items?max_results=25",
-		"/prodapi/v1/items/?max_results=25",
+	for _, tc := range []struct {
+		target string
+		want   float64
+	}{
+		{"/prodapi/v1/items/urn:newsml:x:a3a0921f", 4},
+		{"/prodapi/v1/items/urn:newsml:x:a3a0921f/", 4},
+		{"/prodapi/v1/items?max_results=25", 2},
+		{"/prodapi/v1/items/?max_results=25", 2},
 	} {
-		r := httptest.NewRequest(http.MethodGet, target, nil)
+		r := httptest.NewRequest(http.MethodGet, tc.target, nil)
 		r.Header.Set("Authorization", tok)
 		r.Header.Set("Accept-Encoding", "gzip")
 		w := &discardWriter{h: http.Header{}}
@@ -96,8 +99,8 @@ func TestHitAllocations(t *testing.T) {
 			clear(w.h)
 			h.ServeHTTP(w, r)
 		})
-		if got != 0 {
-			t.Errorf("%s: %.2f allocations per hit, want none", target, got)
+		if got != tc.want {
+			t.Errorf("%s: %.2f allocations per hit, want %.0f", tc.target, got, tc.want)
 		}
 	}
 }

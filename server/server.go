@@ -115,7 +115,6 @@ type Server struct {
 	panics         *metrics.Counter
 	inFlight       metrics.GaugeSeries
 	durations      *durationTable
-	noIndex        bool // tests: route every request through chi
 	metricsHandler http.Handler
 	tracer         trace.Tracer // nil: no spans
 }
