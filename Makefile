@@ -78,18 +78,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o bin/prodapi ./cmd/prodapi
 
 # The stack of compose.yaml, with prodapi-s3 (profile s3), under the secret `make run` uses.
-STACK = AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} docker compose --profile s3
-# Where every gated integration test finds the stack (each package's integration_test.go).
-STACK_TESTS = PRODAPI_INTEGRATION=1 \
-	PRODAPI_INTEGRATION_URL=http://localhost:5500 \
-	PRODAPI_INTEGRATION_S3_URL=http://localhost:5501 \
-	PRODAPI_INTEGRATION_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} \
-	PRODAPI_TEST_MONGO_URI='mongodb://localhost:27017/superdesk?directConnection=true' \
-	PRODAPI_TEST_ELASTIC_URL=http://localhost:9200 \
-	PRODAPI_TEST_S3_ENDPOINT=http://localhost:9000 \
-	PRODAPI_TEST_S3_ACCESS_KEY=minioadmin \
-	PRODAPI_TEST_S3_SECRET_KEY=minioadmin \
-	PRODAPI_TEST_S3_BUCKET=superdesk
+STACK_SECRET = AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)}
+STACK = $(STACK_SECRET) docker compose --profile s3
 ALL_SCOPES = ARCHIVE_READ,DESKS_READ,PLANNING_READ,CONTACTS_READ,USERS_READ,ASSIGNMENTS_READ,EVENTS_READ
 
 ## integration: every test, the gated ones too, against the stack of compose.yaml (needs Docker): up the
@@ -97,9 +87,8 @@ ALL_SCOPES = ARCHIVE_READ,DESKS_READ,PLANNING_READ,CONTACTS_READ,USERS_READ,ASSI
 integration:
 	@$(STACK) up -d --build --wait || { $(STACK) logs --no-color --tail=100; $(STACK) down -v; exit 1; }
 	@status=0; \
-	$(STACK_TESTS) $(GO) test -race -count=1 ./... || status=$$?; \
-	$(STACK_TESTS) PRODAPI_INTEGRATION_COMPOSE=$(CURDIR)/compose.yaml \
-	  $(GO) test -count=1 -run '^TestIntegrationReadyzFlips$$' -v ./cmd/prodapi || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	$(STACK_SECRET) PRODAPI_INTEGRATION=1 $(GO) test -race -count=1 ./... || status=$$?; \
+	$(STACK_SECRET) PRODAPI_INTEGRATION=flips $(GO) test -count=1 -run '^TestIntegrationReadyzFlips$$' -v ./cmd/prodapi || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	$(STACK) down -v; exit $$status
 
 ## stack: the stack of compose.yaml (MongoDB, Elasticsearch, Redis, MinIO, seeded) with prodapi on

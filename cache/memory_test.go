@@ -133,10 +133,10 @@ func userPage(seed uint64, n int) []byte {
 // in-process tier, RSS has grown by at most 3× the budget + 48 MiB. It
 // takes a minute of CPU, so it runs only when asked:
 //
-//	PRODAPI_RSS_TEST=1 go test -run TestRSSStaysWithinTheBudget -v ./cache
+//	PRODAPI_TEST_RSS=1 go test -run TestRSSStaysWithinTheBudget -v ./cache
 func TestRSSStaysWithinTheBudget(t *testing.T) {
-	if os.Getenv("PRODAPI_RSS_TEST") == "" {
-		t.Skip("set PRODAPI_RSS_TEST=1 to run (a minute of CPU)")
+	if os.Getenv("PRODAPI_TEST_RSS") == "" {
+		t.Skip("set PRODAPI_TEST_RSS=1 to run (a minute of CPU)")
 	}
 	const budget, keys = 32 << 20, 20000
 	be := newBackend()

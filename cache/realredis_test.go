@@ -16,7 +16,7 @@ import (
 // The real-Redis tests start their own redis-server processes through
 // realserver, on free loopback ports, stopped by PID at each test's
 // cleanup. Without redis-server they skip loudly; under
-// PRODAPI_REQUIRE_REDIS or PRODAPI_REQUIRE_REAL (CI) they fail.
+// PRODAPI_REQUIRE_REAL (CI) they fail.
 
 func signal(t testing.TB, srv *realserver.Redis, sig syscall.Signal) {
 	t.Helper()

@@ -77,8 +77,8 @@ func TestUnknownVariablesStopTheStart(t *testing.T) {
 		t.Errorf("two unknown variables: %v", err)
 	}
 	// Our settings, other programs' variables and the test suites' are fine.
-	if err := load("PRODAPI_CACHE_TTL_ITEMS", "PRODAPI_CACHE_TTL_ASSETS", "HOME", "PORTAL", "PRODAPI_TEST_MONGO_URI",
-		"PRODAPI_INTEGRATION_URL", "PRODAPI_REQUIRE_REDIS"); err != nil {
+	if err := load("PRODAPI_CACHE_TTL_ITEMS", "PRODAPI_CACHE_TTL_ASSETS", "HOME", "PORTAL", "PRODAPI_TEST_RSS",
+		"PRODAPI_INTEGRATION", "PRODAPI_REQUIRE_REAL"); err != nil {
 		t.Errorf("known variables: %v", err)
 	}
 	// The per-resource names come from the resources given.

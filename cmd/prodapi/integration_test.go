@@ -30,13 +30,13 @@ import (
 // adapters in-process; these show it against MongoDB 7, Elasticsearch 8,
 // Redis and MinIO, seeded by cmd/prodapi-seed.
 //
-//	PRODAPI_INTEGRATION=1            run them (skipped otherwise)
-//	PRODAPI_INTEGRATION_URL          the stack's prodapi, default http://localhost:5500
-//	PRODAPI_INTEGRATION_S3_URL       a prodapi with media in object storage (compose's
-//	                                 prodapi-s3, http://localhost:5501); unset: not tested
-//	PRODAPI_INTEGRATION_SECRET       its AUTH_SERVER_SHARED_SECRET, default compose's
-//	PRODAPI_INTEGRATION_COMPOSE      compose.yaml's path: TestIntegrationReadyzFlips stops
-//	                                 and starts the backends with docker compose (run it alone)
+//	PRODAPI_INTEGRATION=1       run them (skipped otherwise) against the stack of
+//	                            make stack: prodapi on http://localhost:5500 and, with
+//	                            media in object storage, prodapi-s3 on :5501
+//	PRODAPI_INTEGRATION=flips   TestIntegrationReadyzFlips too: it stops and starts the
+//	                            stack's backends with docker compose (run it alone)
+//	AUTH_SERVER_SHARED_SECRET   the secret the stack was started with, as for
+//	                            compose.yaml (default: compose's)
 
 // stackDefaultSecret is compose.yaml's default AUTH_SERVER_SHARED_SECRET
 // (the Makefile's DEV_SECRET).
@@ -52,17 +52,20 @@ func requireStack(t *testing.T) (services []stackService, secret string) {
 	t.Helper()
 	if os.Getenv("PRODAPI_INTEGRATION") == "" {
 		t.Skip("set PRODAPI_INTEGRATION=1 (make integration) to compare the prodapi of compose.yaml " +
-			"(PRODAPI_INTEGRATION_URL, default http://localhost:5500; PRODAPI_INTEGRATION_S3_URL for its S3 twin) " +
-			"with the sandbox, request by request")
+			"(http://localhost:5500, and its S3 twin on :5501) with the sandbox, request by request")
 	}
-	services = []stackService{{name: "gridfs", url: cmp.Or(os.Getenv("PRODAPI_INTEGRATION_URL"), "http://localhost:5500")}}
-	if u := os.Getenv("PRODAPI_INTEGRATION_S3_URL"); u != "" {
-		services = append(services, stackService{name: "s3", url: u, redirects: true})
+	services = []stackService{
+		{name: "gridfs", url: "http://localhost:5500"},
+		{name: "s3", url: "http://localhost:5501", redirects: true},
 	}
-	for i := range services {
-		services[i].url = strings.TrimRight(services[i].url, "/")
-	}
-	return services, cmp.Or(os.Getenv("PRODAPI_INTEGRATION_SECRET"), stackDefaultSecret)
+	return services, stackSecret()
+}
+
+// stackSecret is the secret the stack signs with: compose.yaml's
+// AUTH_SERVER_SHARED_SECRET, taken from the environment as compose
+// takes it.
+func stackSecret() string {
+	return cmp.Or(os.Getenv("AUTH_SERVER_SHARED_SECRET"), stackDefaultSecret)
 }
 
 // TestIntegrationStack sends every request of the golden suite
@@ -298,11 +301,11 @@ func compareAsset(t *testing.T, remote, local *instance, target, tok string, red
 // alone, after them.
 func TestIntegrationReadyzFlips(t *testing.T) {
 	services, _ := requireStack(t)
-	composeFile := os.Getenv("PRODAPI_INTEGRATION_COMPOSE")
-	if composeFile == "" {
-		t.Skip("set PRODAPI_INTEGRATION_COMPOSE to compose.yaml's path to stop and start the stack's backends " +
+	if os.Getenv("PRODAPI_INTEGRATION") != "flips" {
+		t.Skip("set PRODAPI_INTEGRATION=flips to stop and start the stack's backends " +
 			"(make integration runs this test alone, after the others)")
 	}
+	composeFile := filepath.Join("..", "..", "compose.yaml") // the repository's, from this package
 	compose := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("docker", append([]string{"compose", "-f", composeFile}, args...)...)
@@ -362,7 +365,7 @@ func TestIntegrationReadyzFlips(t *testing.T) {
 			!slices.ContainsFunc([]string{"mongo", "elastic", "redis"}, func(c string) bool { return r.Checks[c] != "ok" })
 	})
 	// And it serves again, from the restarted backends.
-	tok := bearer(t, cmp.Or(os.Getenv("PRODAPI_INTEGRATION_SECRET"), stackDefaultSecret), sources.AllScopes...)
+	tok := bearer(t, stackSecret(), sources.AllScopes...)
 	if status, _, body := remote.get(t, "/prodapi/v1/users?max_results=1", tok); status != 200 {
 		t.Errorf("users after recovery: %d %s", status, body)
 	}

@@ -1,7 +1,6 @@
 package elastic_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -21,14 +20,14 @@ import (
 // integrationURL is the real Elasticsearch whose indexes
 // superdesk_<collection> hold the sample newsroom (sources/sandbox/sample,
 // mapped by IndexMappings): with PRODAPI_INTEGRATION set, the one of
-// compose.yaml that the seed job filled (PRODAPI_TEST_ELASTIC_URL, default
-// http://localhost:9200); otherwise the package's own 7.10.2 node
+// compose.yaml that the seed job filled, on http://localhost:9200;
+// otherwise the package's own 7.10.2 node
 // (test/realserver), seeded the same way, or a loud skip where Java and
 // Maven are missing.
 func integrationURL(t *testing.T) string {
 	t.Helper()
 	if os.Getenv("PRODAPI_INTEGRATION") != "" {
-		return cmp.Or(os.Getenv("PRODAPI_TEST_ELASTIC_URL"), "http://localhost:9200")
+		return "http://localhost:9200"
 	}
 	return sampleNode(t)
 }

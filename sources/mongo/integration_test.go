@@ -2,7 +2,6 @@ package mongo_test
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,9 +30,9 @@ func requireIntegration(t *testing.T) *mongodriver.Client {
 	t.Helper()
 	if os.Getenv("PRODAPI_INTEGRATION") == "" {
 		t.Skip("set PRODAPI_INTEGRATION=1 (make integration) to run against the MongoDB of compose.yaml " +
-			"at PRODAPI_TEST_MONGO_URI (default mongodb://localhost:27017/superdesk), seeded with sources/sandbox/sample")
+			"at " + integrationURI + ", seeded with sources/sandbox/sample")
 	}
-	client, err := mongodriver.Connect(mongosrc.ClientOptions(integrationURI(), 4, 0))
+	client, err := mongodriver.Connect(mongosrc.ClientOptions(integrationURI, 4, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,9 +44,10 @@ func requireIntegration(t *testing.T) *mongodriver.Client {
 	return client
 }
 
-func integrationURI() string {
-	return cmp.Or(os.Getenv("PRODAPI_TEST_MONGO_URI"), "mongodb://localhost:27017/superdesk")
-}
+// integrationURI is where compose.yaml publishes its MongoDB (a
+// single-node replica set whose member is known by its service name,
+// hence the direct connection).
+const integrationURI = "mongodb://localhost:27017/superdesk?directConnection=true"
 
 // TestIntegrationContract runs the contract suite against a real MongoDB:
 // a scratch database seeded with the contract fixture, dropped afterwards.
@@ -159,7 +159,7 @@ func testContract(t *testing.T, db *mongodriver.Database, opts sourcestest.Optio
 // lists come in order, and media files in GridFS match assets/.
 func TestIntegrationSample(t *testing.T) {
 	client := requireIntegration(t)
-	checkSample(t, mongosrc.New(client.Database(mongosrc.DatabaseName(integrationURI())), mongosrc.Options{}), nil)
+	checkSample(t, mongosrc.New(client.Database(mongosrc.DatabaseName(integrationURI)), mongosrc.Options{}), nil)
 }
 
 // TestSampleThroughFake runs the same checks with the fake seeded from the

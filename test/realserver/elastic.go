@@ -25,9 +25,6 @@ import (
 // take a patch release).
 const ElasticVersion = "7.10.2"
 
-// JavaHomeEnv names the variable that picks the JDK the node runs on.
-const JavaHomeEnv = "PRODAPI_TEST_JAVA_HOME"
-
 // defaultJavaHome is Debian's JDK 17, on which Elasticsearch 7.10 runs.
 const defaultJavaHome = "/usr/lib/jvm/java-17-openjdk-amd64"
 
@@ -45,7 +42,7 @@ type Elastic struct {
 // Elastic returns the set's Elasticsearch 7.10.2 node, starting it on
 // first use: one JVM (heap 256-512 MB) on free loopback ports, with its
 // data in a temporary directory removed when the set closes. It needs a
-// JDK (JDK 17 by default, or PRODAPI_TEST_JAVA_HOME) and, the first time,
+// JDK (Debian's JDK 17, or the one JAVA_HOME names) and, the first time,
 // Maven with access to Maven Central; without them the test is skipped
 // loudly, or fails under PRODAPI_REQUIRE_REAL.
 func (s *Set) Elastic(t testing.TB) *Elastic {
@@ -193,14 +190,11 @@ func freePorts(n int) ([]int, error) {
 }
 
 // findJava returns the java binary and its JAVA_HOME:
-// PRODAPI_TEST_JAVA_HOME, else Debian's JDK 17, else JAVA_HOME.
+// Debian's JDK 17, else JAVA_HOME. Debian's comes first: a JAVA_HOME
+// set for other work may name a JDK too new for Elasticsearch 7.10.
 func findJava() (java, home string, err error) {
-	const how = "install a JDK 17 (apt-get install -y openjdk-17-jdk-headless) or point " + JavaHomeEnv + " at one"
-	candidates := []string{os.Getenv(JavaHomeEnv), defaultJavaHome, os.Getenv("JAVA_HOME")}
-	if os.Getenv(JavaHomeEnv) != "" {
-		candidates = candidates[:1] // asked for that one: no silent fallback
-	}
-	for _, h := range candidates {
+	const how = "install a JDK 17 (apt-get install -y openjdk-17-jdk-headless) or point JAVA_HOME at one"
+	for _, h := range []string{defaultJavaHome, os.Getenv("JAVA_HOME")} {
 		if h == "" {
 			continue
 		}

@@ -16,10 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RequireRedisEnv names the older variable that makes a missing
-// redis-server a failure; PRODAPI_REQUIRE_REAL does too.
-const RequireRedisEnv = "PRODAPI_REQUIRE_REDIS"
-
 // RedisTimeout bounds each wait of this file: a server's start, a
 // cluster's forming, a failover. It is generous because it bounds a busy
 // machine's worst case, not a measurement; the waits end as soon as their
@@ -53,8 +49,7 @@ func (r *Redis) Alive() bool {
 }
 
 // redisServer finds redis-server (and redis-cli, when cli is set), or
-// stops the test: a skip, or a failure under PRODAPI_REQUIRE_REAL or
-// PRODAPI_REQUIRE_REDIS.
+// stops the test: a skip, or a failure under PRODAPI_REQUIRE_REAL.
 func redisServer(t testing.TB, cli bool) string {
 	t.Helper()
 	names := []string{"redis-server"}
@@ -65,9 +60,6 @@ func redisServer(t testing.TB, cli bool) string {
 	for _, name := range names {
 		path, err := exec.LookPath(name)
 		if err != nil {
-			if os.Getenv(RequireRedisEnv) != "" {
-				t.Fatalf("realserver: %s is not available and %s is set: %s", name, RequireRedisEnv, redisHow)
-			}
 			Missing(t, name, redisHow)
 		}
 		if server == "" {
