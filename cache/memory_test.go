@@ -129,8 +129,9 @@ func userPage(seed uint64, n int) []byte {
 	return b.Bytes()
 }
 
-// The figure: after 20,000 distinct list keys through a 32 MiB
-// in-process tier, RSS has grown by at most 3× the budget + 48 MiB. It
+// The in-process tier's bound holds in RSS: after 20,000 distinct list
+// keys through a 32 MiB tier, RSS has grown by at most 3× the budget +
+// 48 MiB. It
 // takes a minute of CPU, so it runs only when asked:
 //
 //	PRODAPI_TEST_RSS=1 go test -run TestRSSStaysWithinTheBudget -v ./cache

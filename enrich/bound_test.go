@@ -74,7 +74,7 @@ func newsroom(n int) (store *fakeLooker, pages map[string][]*sources.Doc) {
 }
 
 // TestQueryBound: a page costs the same number of lookups whatever its
-// size, within the bound, and each step runs exactly once.
+// size, within the bound doc.go gives, and each step runs exactly once.
 func TestQueryBound(t *testing.T) {
 	for _, tc := range []struct {
 		resource string

@@ -1,7 +1,7 @@
 // Package enrich shapes the documents a backend returned into what the
 // production API serves, and computes the enrichment entries of their
-// _links: the original's post-processing hooks (original-superdesk.md §2
-// and §3), rebuilt so that a page costs a small constant number of backend
+// _links: the original's post-processing hooks (the sections below say
+// what each did), rebuilt so that a page costs a small constant number of backend
 // queries instead of several per document.
 //
 // # Shaping
@@ -47,7 +47,7 @@
 // is optional, so no failure may cancel its siblings, and the request's own
 // context already cancels them all.
 //
-// # Degrade policy (STYLE rule 30)
+// # Degrade policy
 //
 // Every lookup is optional. When one fails for any reason but the request's
 // own context ending (an unavailable backend, a refused query, the
@@ -91,7 +91,8 @@
 //   - Assignments whose planning.scheduled ties are ordered by id (the hex
 //     of an ObjectId, or the string). Elasticsearch returned ties in index
 //     order, which for ObjectIds created one after another is the same
-//     order (original-superdesk.md §7.4: P1 lists A1 before A2) but may
+//     order (the original's planning example in testdata/want: P1 lists
+//     A1 before A2) but may
 //     differ between replicas; ours is the same on every backend and every
 //     request, so ETags and cached copies agree.
 //   - Where the original answered 500, we serve the rest and skip the part

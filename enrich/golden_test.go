@@ -42,11 +42,12 @@ func indent(v any) string {
 	return string(codec.AppendJSONIndent(nil, v, "  "))
 }
 
-// TestGolden runs Enrich over the upstream-shaped examples of
-// original-superdesk.md §7.4 (hand-written expectations in testdata/want)
-// and over a data set where every kind of link exists (testdata/linked).
-// Expectations marked gen were generated with -update and then reviewed
-// line by line; the others were written from the spec.
+// TestGolden runs Enrich over upstream-shaped examples of the original's
+// answers (the planning list of P1, the assignment list of A1 and the
+// item detail of d1be79f4, written by hand in testdata/want from what the
+// original served) and over a data set where every kind of link exists
+// (testdata/linked). Expectations marked gen were generated with -update
+// and then reviewed line by line.
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -58,10 +59,10 @@ func TestGolden(t *testing.T) {
 		want     string
 		gen      bool // the want file was generated (and reviewed); -update rewrites it
 	}{
-		{"planning list, §7.4 example 1 (P1)", "planning", "testdata", "testdata/planning.json", -1, false, "planning_list.json", false},
+		{"planning list (P1)", "planning", "testdata", "testdata/planning.json", -1, false, "planning_list.json", false},
 		{"planning detail P1", "planning", "testdata", "testdata/planning.json", 0, true, "planning_detail.json", false},
-		{"assignment list, §7.4 example 2 (A1)", "assignments", "testdata", "testdata/assignments.json", -1, false, "assignment_list.json", false},
-		{"item detail, §7.4 example 3 (d1be79f4)", "items", "testdata", "testdata/archive.json", 0, true, "item_detail.json", false},
+		{"assignment list (A1)", "assignments", "testdata", "testdata/assignments.json", -1, false, "assignment_list.json", false},
+		{"item detail d1be79f4", "items", "testdata", "testdata/archive.json", 0, true, "item_detail.json", false},
 		{"item list d1be79f4", "items", "testdata", "testdata/archive.json", -1, false, "item_list.json", true},
 		{"linked items", "items", "testdata/linked", "testdata/linked/archive.json", -1, false, "linked_items.json", true},
 		{"linked assignments", "assignments", "testdata/linked", "testdata/linked/assignments.json", -1, false, "linked_assignments.json", true},

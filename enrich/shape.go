@@ -125,7 +125,7 @@ func isWord(c byte) bool {
 // extensions maps a mimetype (lower case, exactly: parameters or spaces
 // give none) to the extension the original's GridFS storage added:
 // Python 3.11's built-in mimetypes table (guess_extension, strict) with
-// .jpe/.jpeg as .jpg, plus image/webp (original-superdesk.md §2.3). The
+// .jpe/.jpeg as .jpg, plus image/webp. The
 // original's output also depended on the server's /etc/mime.types; ours
 // does not.
 var extensions = map[string]string{

@@ -26,8 +26,7 @@ func parseDoc(t testing.TB, s string) *sources.Doc {
 	return parse(t, s).(*sources.Doc)
 }
 
-// TestShaping covers the shaping rules of original-superdesk.md §2 one by
-// one, on documents that need no lookup.
+// TestShaping covers the shaping rules of doc.go's "Shaping" one by one, on documents that need no lookup.
 func TestShaping(t *testing.T) {
 	const p = mediaPrefix
 	for _, tc := range []struct {
@@ -158,7 +157,7 @@ func TestShaping(t *testing.T) {
 	}
 }
 
-// TestProfile covers the content type name of items (§2.4).
+// TestProfile covers the content type name of items (profile).
 func TestProfile(t *testing.T) {
 	store := &fakeLooker{data: map[string][]*sources.Doc{"content_types": {
 		parseDoc(t, `{"_id":{"$oid":"5d553c333031e2855a2e0001"},"output_name":"Belga Text-1","label":"ignored"}`),

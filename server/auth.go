@@ -18,7 +18,8 @@ import (
 	"github.com/prodapi/prodapi/sources/codec"
 )
 
-// AuthOptions configure token checks (decisions.md §5).
+// AuthOptions configure token checks; the README ("Using the API") says
+// which tokens are accepted.
 type AuthOptions struct {
 	// Enabled switches authentication on (PRODAPI_AUTH_ENABLED).
 	Enabled bool

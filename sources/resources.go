@@ -8,7 +8,8 @@ import (
 
 // A Resource is one endpoint of the API: how its URL maps to a collection,
 // which backend answers its lists, who may read it and what never leaves
-// the service. The table is in original-http.md §9 and decisions.md §1.
+// the service. Resources lists the API's; the README's table in "Using the
+// API" gives each one's scope, backend, default sort and id.
 type Resource struct {
 	Name       string // URL segment: "items"
 	Collection string // Mongo collection and Elastic index suffix: "archive"
@@ -67,7 +68,7 @@ func fields(groups ...[]string) []string {
 }
 
 // itemFields is the datasource projection of items: the top-level keys of
-// Superdesk's metadata_schema (original-superdesk.md §1.3) plus Eve's
+// Superdesk's metadata_schema (superdesk-core's content schema) plus Eve's
 // automatic fields. fields_meta is projected out.
 var itemFields = strings.Fields(`_id guid uri unique_id unique_name version ingest_id ingest_version
 family_id related_to original_creator version_creator firstcreated versioncreated firstpublished

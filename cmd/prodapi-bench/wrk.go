@@ -153,7 +153,7 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 		if err := addProdapi(h.o.prodapi, "prodapi-redis", map[string]string{"PRODAPI_CACHE_TTL": "1h", "REDIS_URL": h.redis.url(2), "PRODAPI_CACHE_LOCAL_BYTES": "-1"}, redisPid); err != nil {
 			return err
 		}
-		// Invalidation on (issue 12): Redis for tags, generations and the
+		// Invalidation on: Redis for tags, generations and the
 		// pub/sub subscription, the purge listener on; hits still come
 		// from the in-process tier, so it compares with prodapi-local.
 		if err := addProdapi(h.o.prodapi, "prodapi-inval", map[string]string{

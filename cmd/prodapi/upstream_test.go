@@ -170,7 +170,7 @@ func TestUpstreamAssertions(t *testing.T) {
 		}
 	}
 
-	// §7.4: planning P1 links A1 then A2; the coverage sync shows A2's
+	// Planning P1 links A1 then A2; the coverage sync shows A2's
 	// current state on C1.
 	status, _, body = in.get(t, "/prodapi/v1/planning/urn:newsml:localhost:5000:2019-09-10T15:47:04.367097:714ceeb4-c366-48af-b360-e7aefdf9941a", "")
 	var p1 struct {

@@ -58,8 +58,7 @@
 //
 // The operators are the table in sources/grammar (grammar.MongoOps: each
 // with its place and the kind of argument it takes), which the MongoDB
-// adapter and the sandbox are tested against. The filter must match the
-// grammar in the project brief: $and, $or,
+// adapter and the sandbox are tested against. A filter is: $and, $or,
 // $nor at the top of a filter (non-empty arrays of filters); per field,
 // a value to equal or a document of operators ($eq $ne $gt $gte $lt $lte
 // $in $nin $all $exists $type $size $mod $not $elemMatch, the $bits
@@ -94,7 +93,7 @@
 // # source, filter and q on search lists
 //
 // The body is rewritten as eve-elastic did (its fix_query) and then held
-// to the long forms of the brief's grammar: every key of source.query
+// to the long forms of sources/grammar's query types: every key of source.query
 // other than bool becomes a clause of bool.must (where the original
 // dropped a bool that had siblings, we keep it and merge); filtered
 // becomes bool filter + must, and must, or should with

@@ -14,8 +14,8 @@ import (
 )
 
 // checkInvariants checks what every accepted Query must satisfy, with code
-// independent of the parser's: the output conforms to the grammar in the
-// brief, no hidden field and no refused key or operator appears anywhere,
+// independent of the parser's: the output conforms to the grammar (doc.go,
+// sources/grammar), no hidden field and no refused key or operator appears anywhere,
 // depths and sizes are bounded, and the canonical parameters round-trip.
 func checkInvariants(t testing.TB, q *sources.Query) {
 	t.Helper()

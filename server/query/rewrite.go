@@ -11,7 +11,7 @@ import (
 )
 
 // A walker validates Elasticsearch query DSL from a client (source,
-// filter) against the grammar in the brief and rewrites it to the long
+// filter) against sources/grammar's query types and rewrites it to the long
 // forms backends rely on, applying eve-elastic's legacy rewrites
 // (fix_query) on the way. Output documents are built in a fixed key order
 // whatever the input's, so equivalent inputs give identical bodies.

@@ -117,11 +117,11 @@ func TestSource(t *testing.T) {
 		body           string
 		params         []sourcesParam
 	}{
-		{"original-http.md filtered example", "items",
+		{"the original's filtered example", "items",
 			qs("source", `{"query":{"filtered":{"filter":{"terms":{"type":["text"]}}}},"size":3,"from":7}`, "page", "2"),
 			`{"query":{"bool":{"must":[{"bool":{"filter":[{"terms":{"type":["text"]}}]}}]}},"sort":[{"_updated":{"order":"desc"}}],"size":3,"from":7,"track_total_hits":10000}`,
 			[]sourcesParam{p("source", `{"from":7,"query":{"bool":{"must":[{"bool":{"filter":[{"terms":{"type":["text"]}}]}}]}},"size":3}`)}},
-		{"original-http.md where and filter example", "items",
+		{"the original's where and filter example", "items",
 			qs("where", `{"type":"text"}`, "filter", `{"term":{"state":"published"}}`),
 			`{"query":{"bool":{"filter":[{"term":{"state":{"value":"published"}}},{"term":{"type":{"value":"text"}}}]}},"sort":[{"_updated":{"order":"desc"}}],"size":25,"track_total_hits":10000}`,
 			[]sourcesParam{p("where", `{"type":"text"}`), p("filter", `{"term":{"state":{"value":"published"}}}`)}},

@@ -101,7 +101,7 @@ func sortFields(fs []sources.Field) {
 	slices.SortStableFunc(fs, func(a, b sources.Field) int { return strings.Compare(a.Key, b.Key) })
 }
 
-// mongoWhere validates a filter against the grammar in the brief and
+// mongoWhere validates a filter against the grammar (doc.go) and
 // returns it with filter and operator keys sorted. The operators, where
 // each may stand and the kind of argument it takes are grammar's table;
 // mongoWhere checks each argument by its kind.

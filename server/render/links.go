@@ -10,8 +10,8 @@ import (
 // defaultMaxResults is Eve's PAGINATION_DEFAULT: links omit it.
 const defaultMaxResults = 25
 
-// querydef builds the query string of a link to page of q, in Eve's order
-// (original-http.md §2.2): max_results when not the default, where, sort,
+// querydef builds the query string of a link to page of q, in the order
+// of Eve's querydef: max_results when not the default, where, sort,
 // page when past the first, then the other parameters. Unlike the
 // original, values are the canonical ones (so equivalent requests get the
 // same links and share cache entries) and are percent-encoded (so the

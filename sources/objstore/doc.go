@@ -9,7 +9,7 @@
 // # Keys
 //
 // The media id becomes a key as the original's Amazon storage made it
-// (get_by_filename, get, get_key; original-superdesk.md §4.2, §4.4):
+// (superdesk-core's get_by_filename, get and get_key):
 //
 //   - an id matching ^([a-f0-9]{24})\.[a-z]{3,4} (lower case, anchored at
 //     the start only) names the bare 24-hex key: "5d553c333031e2855a2e5662.jpg"

@@ -145,7 +145,7 @@ func TestSampleAssets(t *testing.T) {
 }
 
 // The upstream-shaped Superdesk dump loads, and answers what the upstream
-// test suites assert (original-superdesk.md §7.2).
+// test suites assert (its README lists what each depends on).
 func TestSuperdeskDump(t *testing.T) {
 	dir := filepath.Join("..", "sourcestest", "testdata", "superdesk")
 	s, err := sandbox.Open(dir, sandbox.Options{})
