@@ -61,7 +61,8 @@ type wrkRow struct {
 	cpu                       time.Duration // server CPU over the measured slices
 	helperCPU                 time.Duration // its helper's (redis-server's)
 	p50, p99                  []time.Duration
-	rounds                    []float64 // requests/s per round
+	rounds                    []float64       // requests/s per round
+	cpuRounds                 []time.Duration // CPU per request per round
 }
 
 func (r *wrkRow) rps() float64 {
@@ -306,6 +307,9 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 					row.p50 = append(row.p50, res.p50)
 					row.p99 = append(row.p99, res.p99)
 					row.rounds = append(row.rounds, float64(res.requests)/res.seconds)
+					if res.requests > 0 {
+						row.cpuRounds = append(row.cpuRounds, (c1-c0)/time.Duration(res.requests))
+					}
 				}
 			}
 		}
@@ -653,6 +657,51 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %.0f | **%.2f** | %.0f–%.0f | %.1f µs%s | **%.2f** | %s / %s |\n",
 			row.placement, row.target, row.server, row.rps(), ratio, slices.Min(row.rounds), slices.Max(row.rounds),
 			float64(row.cpuPerRequest())/float64(time.Microsecond), helper, cpuRatio, ms(median(row.p50)), ms(median(row.p99)))
+	}
+	b.WriteString("\n")
+	if o.baseline != "" {
+		r.wrkPairs(b, rows)
+	}
+}
+
+// wrkPairs compares prodapi-local with baseline-local round by round:
+// the two ran in the same round, minutes apart at most, so the spread of
+// their differences says how far the machine moved under them.
+func (r *report) wrkPairs(b *strings.Builder, rows []*wrkRow) {
+	find := func(server, placement, target string) *wrkRow {
+		i := slices.IndexFunc(rows, func(w *wrkRow) bool {
+			return w.server == server && w.placement == placement && w.target == target
+		})
+		if i < 0 {
+			return nil
+		}
+		return rows[i]
+	}
+	b.WriteString("CPU per request, prodapi-local against baseline-local, round by round (a pair is the two servers' slices of one round; a negative difference is prodapi-local cheaper):\n\n")
+	b.WriteString("| placement | target | prodapi-local | baseline-local | difference | per pair: median, min–max | pairs prodapi-local cheaper |\n")
+	b.WriteString("|---|---|--:|--:|--:|---|--:|\n")
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	for _, row := range rows {
+		if row.server != "prodapi-local" {
+			continue
+		}
+		base := find("baseline-local", row.placement, row.target)
+		if base == nil || len(base.cpuRounds) != len(row.cpuRounds) || len(row.cpuRounds) == 0 {
+			continue
+		}
+		diffs := make([]time.Duration, len(row.cpuRounds))
+		cheaper := 0
+		for i := range diffs {
+			diffs[i] = row.cpuRounds[i] - base.cpuRounds[i]
+			if diffs[i] < 0 {
+				cheaper++
+			}
+		}
+		total := row.cpuPerRequest() - base.cpuPerRequest()
+		fmt.Fprintf(b, "| %s | %s | %.1f µs | %.1f µs | %+.1f µs (%+.1f%%) | %+.1f, %+.1f to %+.1f µs | %d of %d |\n",
+			row.placement, row.target, us(row.cpuPerRequest()), us(base.cpuPerRequest()), us(total),
+			100*float64(total)/float64(base.cpuPerRequest()), us(median(diffs)), us(slices.Min(diffs)), us(slices.Max(diffs)),
+			cheaper, len(diffs))
 	}
 	b.WriteString("\n")
 }
