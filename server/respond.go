@@ -22,18 +22,18 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 	}
 	h := w.Header()
 	if rep.CacheStatus != "" {
-		h["Cache-Status"] = s.headers.str(rep.CacheStatus)
+		h["Cache-Status"] = []string{rep.CacheStatus}
 	}
 	if !rep.StoredAt.IsZero() {
 		age := max(s.requestTime(w).Sub(rep.StoredAt), 0)
-		h["Age"] = s.headers.int(int64(age / time.Second))
+		h["Age"] = []string{strconv.FormatInt(int64(age/time.Second), 10)}
 	}
 	if rep.Status == http.StatusNotFound {
 		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
 		return
 	}
 	if rep.Total >= 0 {
-		h["X-Total-Count"] = s.headers.int(int64(rep.Total))
+		h["X-Total-Count"] = []string{strconv.Itoa(rep.Total)}
 	}
 	s.writeBody(w, r, rep, "private")
 }
@@ -44,14 +44,18 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.Representation, cacheControl string) {
 	h := w.Header()
 	h["Content-Type"] = hdrJSON
-	h["Cache-Control"] = s.headers.str(cacheControl)
+	h["Cache-Control"] = []string{cacheControl}
 	h["Vary"] = hdrVary
 	zipped := rep.Gzip != nil && acceptsGzip(r)
 	if rep.ETag != "" {
-		h["Etag"] = s.headers.etag(rep.ETag, zipped)
+		etag := rep.ETag
+		if zipped {
+			etag = gzipETag(etag)
+		}
+		h["Etag"] = []string{etag}
 	}
 	if !rep.LastModified.IsZero() {
-		h["Last-Modified"] = s.headers.date(rep.LastModified)
+		h["Last-Modified"] = []string{rep.LastModified.UTC().Format(http.TimeFormat)}
 	}
 	if notModified(r, rep) {
 		h.Del("Content-Type")
@@ -70,7 +74,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.
 			return
 		}
 	}
-	h["Content-Length"] = s.headers.int(int64(len(body)))
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(body)

@@ -109,7 +109,6 @@ type Server struct {
 	ids            *requestIDs
 	infos          sync.Pool // *requestInfo
 	access         *accessLogger
-	headers        *headerMemo
 	queries        *queryMemo
 	requests       *metrics.Counter
 	panics         *metrics.Counter
@@ -167,7 +166,6 @@ func New(load Loader, opts Options) *Server {
 	}
 	s.ids = newRequestIDs()
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
-	s.headers = newHeaderMemo()
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(sources.ETag(s.home))
