@@ -11,74 +11,6 @@ import (
 	"time"
 )
 
-// recordedDeadline is a lazyDeadline whose socket is a list.
-func recordedDeadline() (*lazyDeadline, *[]time.Time) {
-	var applied []time.Time
-	return &lazyDeadline{set: func(t time.Time) error {
-		applied = append(applied, t)
-		return nil
-	}}, &applied
-}
-
-func TestLazyDeadline(t *testing.T) {
-	d, applied := recordedDeadline()
-	base := time.Unix(1_700_000_000, 0)
-	header, whole, idle := base.Add(5*time.Second), base.Add(10*time.Second), base.Add(2*time.Minute)
-
-	// Replaced before any I/O: nothing reaches the socket.
-	d.request(header)
-	d.request(whole)
-	d.request(time.Time{})
-	if err := d.begin(); err != nil {
-		t.Fatal(err)
-	}
-	d.end()
-	if len(*applied) != 0 {
-		t.Fatalf("applied %v, want nothing: the socket already had no deadline", *applied)
-	}
-
-	// The last one asked for reaches the socket when I/O starts.
-	d.request(header)
-	d.request(idle)
-	d.begin()
-	d.end()
-	if len(*applied) != 1 || !(*applied)[0].Equal(idle) {
-		t.Fatalf("applied %v, want [%v]", *applied, idle)
-	}
-
-	// While I/O is under way, a deadline applies at once (net/http stops
-	// its background read so).
-	d.begin()
-	past := time.Unix(1, 0)
-	d.request(past)
-	if n := len(*applied); n != 2 || !(*applied)[1].Equal(past) {
-		t.Fatalf("applied %v, want %v applied during the read", *applied, past)
-	}
-	d.end()
-
-	// A deadline the socket already has is not applied again.
-	d.request(past)
-	d.begin()
-	d.end()
-	if n := len(*applied); n != 2 {
-		t.Fatalf("applied %v again", (*applied)[2:])
-	}
-}
-
-func TestLazyDeadlineFailure(t *testing.T) {
-	closed := errors.New("closed")
-	d := &lazyDeadline{set: func(time.Time) error { return closed }}
-	d.request(time.Unix(5, 0))
-	if err := d.begin(); !errors.Is(err, closed) {
-		t.Fatalf("begin = %v, want the socket's error", err)
-	}
-	if d.busy.Load() != 0 {
-		t.Fatal("a failed begin left the direction busy")
-	}
-}
-
-// pipeConn returns the server end of a loopback connection, wrapped as
-// Listener wraps it, and the client end.
 func pipeConn(t *testing.T) (*conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -99,55 +31,8 @@ func pipeConn(t *testing.T) (*conn, net.Conn) {
 	return sc.(*conn), client
 }
 
-func TestConnDeadlineStopsABlockedRead(t *testing.T) {
-	c, _ := pipeConn(t)
-	done := make(chan error, 1)
-	go func() { // ends when the deadline stops the read
-		_, err := c.Read(make([]byte, 1))
-		done <- err
-	}()
-	for c.rd.busy.Load() == 0 { // until the read is under way
-		time.Sleep(time.Millisecond)
-	}
-	c.SetReadDeadline(time.Unix(1, 0))
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("read = %v, want the deadline exceeded", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("a deadline set during a read did not stop it")
-	}
-}
-
-func TestConnDeadlineBeforeTheRead(t *testing.T) {
-	c, client := pipeConn(t)
-	if _, err := io.WriteString(client, "ab"); err != nil {
-		t.Fatal(err)
-	}
-	// A deadline already past fails the read, data or not, as on the
-	// socket itself.
-	c.SetReadDeadline(time.Unix(1, 0))
-	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read = %v, want the deadline exceeded", err)
-	}
-	// Replaced before the next read: the read succeeds.
-	c.SetReadDeadline(time.Unix(1, 0))
-	c.SetReadDeadline(time.Time{})
-	if n, err := c.Read(make([]byte, 2)); err != nil || n == 0 {
-		t.Fatalf("read = %d, %v", n, err)
-	}
-	c.SetWriteDeadline(time.Unix(1, 0))
-	if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("write = %v, want the deadline exceeded", err)
-	}
-	c.SetDeadline(time.Time{})
-	if _, err := c.Write([]byte("x")); err != nil {
-		t.Fatalf("write = %v", err)
-	}
-}
-
-// net/http's timeouts hold on Listener's connections: keep-alive requests
+// net/http's timeouts hold on Listener's connections (a wrapper that
+// kept a deadline from the socket would break them): keep-alive requests
 // follow one another; a handler that runs past the read timeout keeps its
 // request (its background read runs under no deadline), and its
 // connection then goes idle and is let go after the idle timeout; so is a
@@ -240,18 +125,5 @@ func TestConnCloseWrite(t *testing.T) {
 	}
 	if n, err := c.Read(make([]byte, 1)); n != 1 || err != nil {
 		t.Fatalf("read after the half-close = %d, %v", n, err)
-	}
-}
-
-// A deadline the closed socket refuses fails the read as a read, the way
-// net/http recognises a connection that went away.
-func TestConnClosedReadIsARead(t *testing.T) {
-	c, _ := pipeConn(t)
-	c.Conn.Close()
-	c.SetReadDeadline(time.Now().Add(time.Minute))
-	_, err := c.Read(make([]byte, 1))
-	var oe *net.OpError
-	if !errors.As(err, &oe) || oe.Op != "read" || !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("read = %#v, want a read error on a closed connection", err)
 	}
 }
