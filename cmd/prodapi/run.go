@@ -272,8 +272,7 @@ func serve(ctx context.Context, e env, args []string) error {
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
 	// net/http's own plain-text errors (malformed Host, oversized
-	// headers) leave in the error envelope, and deadlines reach the
-	// socket only when I/O needs them.
+	// headers) leave in the error envelope.
 	ln = limit.listener(server.Listener(ln))
 	hs := &http.Server{
 		Handler:           srv.Handler(),
