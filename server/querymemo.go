@@ -11,7 +11,7 @@ import (
 // queryMemo remembers recently parsed queries by resource, id and raw
 // query string, so that a hit asked again and again does not parse its
 // parameters (and build its search body) each time: a 25-item list hit
-// costs 15-19% more CPU without it (BENCHMARKS.md). It is lock-free
+// costs 10-19% more CPU without it (BENCHMARKS.md). It is lock-free
 // and fixed in size: a slot holds the last query that hashed to it; a
 // miss parses. Only queries that parsed are kept, and a Query is never
 // modified once parsed (the cache's own contract), so requests may share
