@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
-.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build
+.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build docs-ui
 
 ## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
 run:
@@ -66,6 +66,28 @@ monitoring-test:
 	  $(GO) tool promtool check rules prometheus/rules.yaml && \
 	  $(GO) tool promtool test rules prometheus/rules_test.yaml && \
 	  $(GO) test -count=1 ./...
+
+# The Redoc release of the API reference page: server/docsui/package-lock.json pins it.
+DOCS_UI = server/docsui
+# Redoc's sidebar shows Redocly's logo from Redocly's CDN, which an offline page cannot reach and
+# its Content-Security-Policy refuses: the copy's image has no source, so Redoc hides it.
+REDOC_LOGO = https://cdn.redoc.ly/redoc/logo-mini.svg
+
+## docs-ui: fetch the pinned Redoc with npm ci and copy its standalone bundle, licences and version
+## into server/docsui/redoc (committed: building prodapi needs no npm); then run make docs-test
+docs-ui:
+	@work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	cp $(DOCS_UI)/package.json $(DOCS_UI)/package-lock.json "$$work"/ && \
+	(cd "$$work" && npm ci --omit=peer --ignore-scripts --no-audit --no-fund) && \
+	pkg="$$work/node_modules/redoc" && \
+	n=$$(grep -o '"$(REDOC_LOGO)"' "$$pkg/bundles/redoc.standalone.js" | wc -l) && \
+	{ [ "$$n" -eq 1 ] || { echo "docs-ui: the bundle names $(REDOC_LOGO) $$n times, not once: check the patch"; exit 1; }; } && \
+	mkdir -p $(DOCS_UI)/redoc && \
+	sed 's|"$(REDOC_LOGO)"|""|' "$$pkg/bundles/redoc.standalone.js" > $(DOCS_UI)/redoc/redoc.standalone.js && \
+	cp "$$pkg/LICENSE" $(DOCS_UI)/redoc/LICENSE && \
+	cp "$$pkg/bundles/redoc.standalone.js.LICENSE.txt" $(DOCS_UI)/redoc/ && \
+	node -p 'require(process.argv[1]).version' "$$pkg/package.json" > $(DOCS_UI)/redoc/VERSION && \
+	echo "docs-ui: Redoc $$(cat $(DOCS_UI)/redoc/VERSION) in $(DOCS_UI)/redoc"
 
 ## lint: vet, formatting, staticcheck
 lint:
