@@ -42,8 +42,13 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 // when the client takes it and the producer has it, a 304 when a
 // validator matches.
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.Representation, cacheControl string) {
+	s.writeTyped(w, r, rep, hdrJSON, cacheControl)
+}
+
+// writeTyped is writeBody for a body of any content type.
+func (s *Server) writeTyped(w http.ResponseWriter, r *http.Request, rep *sources.Representation, contentType []string, cacheControl string) {
 	h := w.Header()
-	h["Content-Type"] = hdrJSON
+	h["Content-Type"] = contentType
 	h["Cache-Control"] = []string{cacheControl}
 	h["Vary"] = hdrVary
 	zipped := rep.Gzip != nil && acceptsGzip(r)
@@ -85,9 +90,10 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, rep *sources.
 // assigning canonical keys directly skips Header.Set's work on the hot
 // path.
 var (
-	hdrJSON = []string{"application/json"}
-	hdrVary = []string{"Accept-Encoding"}
-	hdrGzip = []string{"gzip"}
+	hdrJSON       = []string{"application/json"}
+	hdrJavaScript = []string{"text/javascript; charset=utf-8"}
+	hdrVary       = []string{"Accept-Encoding"}
+	hdrGzip       = []string{"gzip"}
 )
 
 // gzipETag is the validator of a body's gzip coding: strong validators

@@ -59,6 +59,10 @@ func (s *Server) Handler() http.Handler {
 	doc := s.openAPI()
 	api("/openapi.json", doc)
 	api("/openapi.json/", doc)
+	docs := s.newDocsUI()
+	api("/docs", s.docsPage(docs))
+	api("/docs/", s.docsPage(docs))
+	api("/docs/{file}", s.docsScript(docs))
 	for _, res := range resources() {
 		list := s.getList(res)
 		api("/"+res.Name, list)

@@ -50,6 +50,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"sources", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"config"), nil},
 		{"cache/feed", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
 		{"server/admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
+		{"server/docsui", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources", mod+"config"), nil},
 		{"config", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources"), nil},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+tc.pkg).CombinedOutput()
