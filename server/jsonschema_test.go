@@ -18,7 +18,9 @@ import (
 // 3.1 document with github.com/santhosh-tekuri/jsonschema/v6, as JSON
 // Schema 2020-12 (OpenAPI 3.1's dialect). A schema is any schema value
 // of the document, inline or a $ref; its "#/..." references resolve
-// against the document. format is an annotation, as 2020-12 has it.
+// against the document. format is an annotation, as 2020-12 has it;
+// contentMediaType and contentSchema are asserted, so a JSON-valued
+// parameter's examples (JSON text) are held to the shape they carry.
 //
 // Keywords outside JSON Schema 2020-12 and OpenAPI's annotations are
 // errors (unknownKeywords), so the document cannot rely on a rule nobody
@@ -40,6 +42,7 @@ const docURL = "urn:prodapi:openapi.json"
 func newSchemaValidator(root any) *schemaValidator {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertContent()
 	c.UseLoader(refuseLoader{}) // references outside the document are errors
 	if root == nil {
 		root = map[string]any{}
@@ -366,6 +369,9 @@ func TestSchemaValidator(t *testing.T) {
 		{`{"pattern": "^items/"}`, `"desks/x"`, false},
 		{`{"pattern": "^items/"}`, `7`, true},
 		{`{"format": "uri", "description": "ignored"}`, `"not a uri"`, true},
+		{`{"type": "string", "contentMediaType": "application/json", "contentSchema": {"required": ["a"]}}`, `"{\"a\": 1}"`, true},
+		{`{"type": "string", "contentMediaType": "application/json", "contentSchema": {"required": ["a"]}}`, `"{\"b\": 1}"`, false},
+		{`{"type": "string", "contentMediaType": "application/json"}`, `"not JSON"`, false},
 		{`{"$ref": "#/components/schemas/Pair"}`, `{"a": "x"}`, true},
 		{`{"$ref": "#/components/schemas/Pair"}`, `{"a": ""}`, false},
 		{`{"$ref": "#/components/schemas/Pair"}`, `{"a": "x", "b": 1}`, false},
