@@ -447,6 +447,74 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
+// TestOpenAPIGenerators holds the document to what the mainstream client
+// generators need to take it whole (make clients-test runs three of
+// them): every parameter has a schema (a JSON-valued one is a string
+// carrying JSON: contentMediaType and contentSchema, which generators
+// send as text), a schema's type names one type besides null (a union is
+// an anyOf: openapi-generator cannot split type lists), every array says
+// what its items are (openapi-generator's Python target crashes on one
+// that does not) and every object what its members are (openapi-typescript
+// makes an object without properties a Record<string, never>, which
+// nothing can be assigned to).
+func TestOpenAPIGenerators(t *testing.T) {
+	d := loadOpenAPI(t)
+	walkJSON(mapAt(d.root, "components", "parameters"), "#/components/parameters", func(v any, where string) {
+		p, ok := v.(map[string]any)
+		if !ok || p["in"] == nil {
+			return
+		}
+		if p["content"] != nil || p["schema"] == nil {
+			t.Errorf("%s: a parameter needs a schema, not content", where)
+		}
+		if at(p, "schema", "contentMediaType") == "application/json" {
+			if at(p, "schema", "type") != "string" || at(p, "schema", "contentSchema") == nil {
+				t.Errorf("%s: a JSON-valued parameter is a string with a contentSchema", where)
+			}
+		}
+	})
+	schemas := 0
+	visit := func(s map[string]any, where string) {
+		schemas++
+		var types []string
+		switch ty := s["type"].(type) {
+		case string:
+			types = []string{ty}
+		case []any:
+			for _, x := range ty {
+				if x != "null" {
+					types = append(types, x.(string))
+				}
+			}
+		}
+		if len(types) > 1 {
+			t.Errorf("%s: type %v: write a union as anyOf", where, s["type"])
+		}
+		if slices.Contains(types, "array") && s["items"] == nil && s["prefixItems"] == nil {
+			t.Errorf("%s: an array without items", where)
+		}
+		if slices.Contains(types, "object") && !slices.ContainsFunc([]string{"properties", "additionalProperties", "patternProperties", "allOf", "anyOf", "oneOf", "$ref"},
+			func(k string) bool { _, ok := s[k]; return ok }) {
+			t.Errorf("%s: an object that does not say what it holds (additionalProperties: true when anything goes)", where)
+		}
+	}
+	walkJSON(d.root, "#", func(v any, where string) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for _, k := range []string{"schema", "contentSchema"} {
+			walkSchema(m[k], where+"/"+k, visit)
+		}
+		if strings.HasPrefix(where, "#/components/schemas/") && strings.Count(where, "/") == 3 {
+			walkSchema(m, where, visit)
+		}
+	})
+	if schemas < 500 {
+		t.Errorf("only %d schemas visited: the walk is broken", schemas)
+	}
+}
+
 // TestOpenAPIResources holds the document to the resource table: each
 // resource's operations, scope, parameters (search and document lists
 // take different ones), link titles, home entries, and the fields it never
