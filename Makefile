@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
-.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build docs-ui docs-test
+.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build docs-ui docs-test clients-test
 
 ## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
 run:
@@ -93,6 +93,12 @@ docs-ui:
 ## no failed request and no Content-Security-Policy violation and renders every operation; screenshots in bin/
 docs-test:
 	cd test/browser && $(GO) vet ./... && $(GO) test -count=1 -v ./...
+
+## clients-test: generate clients from the document the sample newsroom serves, with openapi-python-client,
+## openapi-typescript + openapi-fetch and openapi-generator (Go), and walk the API with each (needs python3,
+## node and npm, java and mvn; see examples/clients)
+clients-test:
+	examples/clients/run.sh
 
 ## lint: vet, formatting, staticcheck
 lint:

@@ -1,0 +1,442 @@
+//go:build clientwalk
+
+// Command walk walks a running prodapi with the Go client openapi-generator
+// generates from its document. It builds beside that client, in the module
+// make clients-test assembles (examples/clients/run.sh), which replaces
+// example.com/prodapi/client with the generated code; prodapi's own module
+// never builds it (the clientwalk tag).
+//
+//	PRODAPI_URL=http://localhost:5500/prodapi/v1 PRODAPI_TOKEN=... go run -tags clientwalk .
+//
+// The same walk as python/walk.py: from the home document, every resource
+// is paged through two documents a page by its typed list operation,
+// following _links.next; every link of every document is followed through
+// the typed detail operation of the resource it names, and on from each
+// detail; then where, projection, source and filter are sent as JSON text.
+// Any status but 200, a page that repeats or misses a document, or a link
+// to nowhere stops it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	prodapi "example.com/prodapi/client"
+)
+
+const pageSize = 2 // small pages, so that paging is walked everywhere
+
+// A page is what the walk reads of a list: its documents (each as JSON),
+// the next link and the total.
+type page struct {
+	docs  []map[string]any
+	next  string
+	total int
+}
+
+// listOf reads a page of any resource.
+func listOf[T any](items []T, links prodapi.ListLinks, meta prodapi.Meta, res *http.Response, err error) (page, error) {
+	if err := check(res, err); err != nil {
+		return page{}, err
+	}
+	p := page{total: int(meta.Total)}
+	if links.Next != nil {
+		p.next = links.Next.Href
+	}
+	for _, it := range items {
+		doc, err := asJSON(it)
+		if err != nil {
+			return page{}, err
+		}
+		p.docs = append(p.docs, doc)
+	}
+	return p, nil
+}
+
+// detailOf reads a detail of any resource.
+func detailOf[T any](doc *T, res *http.Response, err error) (map[string]any, error) {
+	if err := check(res, err); err != nil {
+		return nil, err
+	}
+	return asJSON(doc)
+}
+
+func check(res *http.Response, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", res.Request.URL, res.Status)
+	}
+	return nil
+}
+
+// asJSON is a generated model as the JSON it reads: the walk follows links
+// by name, whatever the model calls them.
+func asJSON(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
+
+// operations are a resource's typed list and detail operations.
+type operations struct {
+	list func(ctx context.Context, page, maxResults int32) (page, error)
+	get  func(ctx context.Context, id string) (map[string]any, error)
+}
+
+func resources(c *prodapi.APIClient) map[string]operations {
+	return map[string]operations{
+		"items": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.ItemsAPI.ListItems(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("items: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.ItemsAPI.GetItem(ctx, id).Execute())
+			},
+		},
+		"desks": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.DesksAPI.ListDesks(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("desks: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.DesksAPI.GetDesk(ctx, id).Execute())
+			},
+		},
+		"assignments": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.AssignmentsAPI.ListAssignments(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("assignments: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.AssignmentsAPI.GetAssignment(ctx, id).Execute())
+			},
+		},
+		"events": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.EventsAPI.ListEvents(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("events: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.EventsAPI.GetEvent(ctx, id).Execute())
+			},
+		},
+		"events_history": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.EventsHistoryAPI.ListEventsHistory(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("events_history: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.EventsHistoryAPI.GetEventsHistory(ctx, id).Execute())
+			},
+		},
+		"events_files": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.EventsFilesAPI.ListEventsFiles(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("events_files: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.EventsFilesAPI.GetEventsFile(ctx, id).Execute())
+			},
+		},
+		"planning": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.PlanningAPI.ListPlanning(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("planning: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.PlanningAPI.GetPlanning(ctx, id).Execute())
+			},
+		},
+		"contacts": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.ContactsAPI.ListContacts(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("contacts: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.ContactsAPI.GetContact(ctx, id).Execute())
+			},
+		},
+		"users": {
+			list: func(ctx context.Context, p, n int32) (page, error) {
+				l, res, err := c.UsersAPI.ListUsers(ctx).Page(p).MaxResults(n).Execute()
+				if l == nil {
+					return page{}, errors.Join(err, errors.New("users: no list"))
+				}
+				return listOf(l.Items, l.Links, l.Meta, res, err)
+			},
+			get: func(ctx context.Context, id string) (map[string]any, error) {
+				return detailOf(c.UsersAPI.GetUser(ctx, id).Execute())
+			},
+		},
+	}
+}
+
+type walker struct {
+	c                      *prodapi.APIClient
+	ops                    map[string]operations
+	requests, pages, links int
+	details                map[string]bool // hrefs fetched
+}
+
+// walkList pages through a resource by _links.next.
+func (w *walker) walkList(ctx context.Context, name string) ([]map[string]any, error) {
+	var docs []map[string]any
+	p, n := int32(1), int32(pageSize)
+	for {
+		w.requests++
+		pg, err := w.ops[name].list(ctx, p, n)
+		if err != nil {
+			return nil, fmt.Errorf("%s page %d: %w", name, p, err)
+		}
+		w.pages++
+		docs = append(docs, pg.docs...)
+		if pg.next == "" {
+			ids := map[any]bool{}
+			for _, d := range docs {
+				ids[d["_id"]] = true
+			}
+			if len(docs) != pg.total || len(ids) != pg.total {
+				return nil, fmt.Errorf("%s: %d documents (%d distinct) over the pages, _meta.total %d", name, len(docs), len(ids), pg.total)
+			}
+			return docs, nil
+		}
+		if p, n, err = listParams(pg.next, name); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// listParams reads a next link ("items?max_results=2&page=3").
+func listParams(href, name string) (page, maxResults int32, err error) {
+	u, err := url.Parse(href)
+	if err != nil || u.Path != name {
+		return 0, 0, fmt.Errorf("%s: next link %s leaves the resource", name, href)
+	}
+	page, maxResults = 1, 25
+	for key, values := range u.Query() {
+		v, err := strconv.ParseInt(values[0], 10, 32)
+		switch {
+		case err != nil:
+			return 0, 0, fmt.Errorf("%s: next link %s: %w", name, href, err)
+		case key == "page":
+			page = int32(v)
+		case key == "max_results":
+			maxResults = int32(v)
+		default:
+			return 0, 0, fmt.Errorf("%s: next link %s carries %s, which the walk never sent", name, href, key)
+		}
+	}
+	return page, maxResults, nil
+}
+
+// follow fetches the document an href names, then follows its own links.
+func (w *walker) follow(ctx context.Context, href string) error {
+	w.links++
+	name, rawID, _ := strings.Cut(href, "/")
+	ops, ok := w.ops[name]
+	if !ok || rawID == "" || strings.ContainsAny(rawID, "/?") {
+		return fmt.Errorf("a link to %s, which names no document", href)
+	}
+	if w.details[href] {
+		return nil
+	}
+	id, err := url.PathUnescape(rawID)
+	if err != nil {
+		return fmt.Errorf("a link to %s: %w", href, err)
+	}
+	w.requests++
+	doc, err := ops.get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", href, err)
+	}
+	w.details[href] = true
+	if doc["_id"] != id {
+		return fmt.Errorf("%s answered the document %v", href, doc["_id"])
+	}
+	return w.followLinks(ctx, doc)
+}
+
+// followLinks follows every link of a document but the way back up.
+func (w *walker) followLinks(ctx context.Context, doc map[string]any) error {
+	links, _ := doc["_links"].(map[string]any) // contacts have none
+	for _, rel := range slices.Sorted(maps.Keys(links)) {
+		if rel == "parent" || rel == "collection" || rel == "prev" {
+			continue
+		}
+		list, ok := links[rel].([]any)
+		if !ok {
+			list = []any{links[rel]}
+		}
+		for _, l := range list {
+			link, _ := l.(map[string]any)
+			href, ok := link["href"].(string)
+			if !ok {
+				return fmt.Errorf("%v: _links.%s is not a link: %v", doc["_id"], rel, l)
+			}
+			if err := w.follow(ctx, href); err != nil {
+				return err
+			}
+			if content, ok := link["content_href"].(string); ok { // the content delivered for an assignment
+				if err := w.follow(ctx, content); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// jsonParameters sends where, projection, source and filter as JSON text.
+func (w *walker) jsonParameters(ctx context.Context, desks []map[string]any) error {
+	c := w.c
+	text := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	w.requests += 5
+
+	usable, res, err := c.ItemsAPI.ListItems(ctx).Where(text(map[string]any{"pubstatus": "usable"})).MaxResults(50).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("where: %w", err)
+	}
+	for _, it := range usable.Items {
+		if it.Pubstatus.Get() == nil || *it.Pubstatus.Get() != "usable" {
+			return fmt.Errorf("items where pubstatus is usable: item %s is %v", it.Id, it.Pubstatus.Get())
+		}
+	}
+	if len(usable.Items) == 0 {
+		return errors.New("items where pubstatus is usable: none")
+	}
+
+	name, _ := desks[0]["name"].(string)
+	named, res, err := c.DesksAPI.ListDesks(ctx).Where(text(map[string]any{"name": name})).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("where: %w", err)
+	}
+	for _, d := range named.Items {
+		if d.Name == nil || *d.Name != name {
+			return fmt.Errorf("desks where name is %s: %v", name, d.Name)
+		}
+	}
+
+	headlines, res, err := c.ItemsAPI.ListItems(ctx).Projection(text(map[string]any{"headline": 1})).MaxResults(5).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("projection: %w", err)
+	}
+	for _, it := range headlines.Items {
+		if it.BodyHtml.IsSet() || !it.Headline.IsSet() {
+			return fmt.Errorf("projection headline: item %s has body_html or lacks its headline", it.Id)
+		}
+	}
+
+	source := map[string]any{"query": map[string]any{"term": map[string]any{"type": "picture"}},
+		"aggs": map[string]any{"states": map[string]any{"terms": map[string]any{"field": "state"}}}}
+	pictures, res, err := c.ItemsAPI.ListItems(ctx).Source(text(source)).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	counted := 0
+	for _, b := range pictures.Aggregations["states"].Buckets {
+		counted += int(b.DocCount)
+	}
+	if len(pictures.Items) == 0 || counted != int(pictures.Meta.Total) {
+		return fmt.Errorf("source: %d pictures listed, %d counted by state, total %d", len(pictures.Items), counted, pictures.Meta.Total)
+	}
+
+	filtered, res, err := c.ItemsAPI.ListItems(ctx).Filter(text(map[string]any{"terms": map[string]any{"type": []string{"picture"}}})).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
+	if filtered.Meta.Total != pictures.Meta.Total {
+		return fmt.Errorf("filter: %d pictures, source found %d", filtered.Meta.Total, pictures.Meta.Total)
+	}
+	return nil
+}
+
+func run() error {
+	cfg := prodapi.NewConfiguration()
+	cfg.Servers = prodapi.ServerConfigurations{{URL: os.Getenv("PRODAPI_URL")}}
+	c := prodapi.NewAPIClient(cfg)
+	ctx := context.WithValue(context.Background(), prodapi.ContextAccessToken, os.Getenv("PRODAPI_TOKEN"))
+	w := &walker{c: c, ops: resources(c), details: map[string]bool{}}
+
+	home, res, err := c.HomeAPI.GetHome(ctx).Execute()
+	if err := check(res, err); err != nil {
+		return fmt.Errorf("home: %w", err)
+	}
+	w.requests++
+	var names []string
+	for _, l := range home.Links.Child {
+		names = append(names, l.Href)
+	}
+	known := slices.Sorted(maps.Keys(w.ops))
+	if !slices.Equal(slices.Sorted(slices.Values(names)), known) {
+		return fmt.Errorf("the home lists %v; the walk knows %v", names, known)
+	}
+	listed := map[string][]map[string]any{}
+	documents := 0
+	for _, name := range names {
+		docs, err := w.walkList(ctx, name)
+		if err != nil {
+			return err
+		}
+		listed[name] = docs
+		documents += len(docs)
+	}
+	for _, name := range names {
+		for _, doc := range listed[name] {
+			if err := w.followLinks(ctx, doc); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.jsonParameters(ctx, listed["desks"]); err != nil {
+		return err
+	}
+	fmt.Printf("go: %d resources, %d pages, %d documents listed, %d links followed to %d documents, %d requests: ok\n",
+		len(names), w.pages, documents, w.links, len(w.details), w.requests)
+	return nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go:", err)
+		os.Exit(1)
+	}
+}

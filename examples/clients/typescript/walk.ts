@@ -1,0 +1,248 @@
+// Walk a running prodapi with openapi-fetch and the types openapi-typescript
+// generates from its document (schema.d.ts, beside this file):
+//
+//	PRODAPI_URL=http://localhost:5500/prodapi/v1 PRODAPI_TOKEN=... node out/walk.js
+//
+// The same walk as python/walk.py: from the home document, every resource is
+// paged through two documents a page by its typed list operation, following
+// _links.next; every link of every document is followed through the typed
+// detail operation of the resource it names, and on from each detail; then
+// where, projection, source and filter are sent as JSON text. Any status but
+// 200, a page that repeats or misses a document, or a link to nowhere stops it.
+
+import createClient from "openapi-fetch";
+import type { components, paths } from "./schema.js";
+
+type Schemas = components["schemas"];
+
+const baseUrl = process.env["PRODAPI_URL"];
+const token = process.env["PRODAPI_TOKEN"];
+if (!baseUrl || !token) {
+  throw new Error("set PRODAPI_URL and PRODAPI_TOKEN");
+}
+const client = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${token}` } });
+
+const PAGE = 2; // small pages, so that paging is walked everywhere
+
+let requests = 0;
+
+// ok returns a successful answer's body; anything but 200 stops the walk.
+function ok<T>(res: { data?: T; error?: unknown; response: Response }, what: string): T {
+  requests++;
+  if (res.response.status !== 200 || res.data === undefined) {
+    throw new Error(`${what}: ${res.response.status} ${JSON.stringify(res.error)}`);
+  }
+  return res.data;
+}
+
+// What the walk reads of any document and any list.
+interface Doc {
+  _id: string;
+  _links?: object;
+}
+interface Listed {
+  _items: Doc[];
+  _links: Schemas["ListLinks"];
+  _meta: Schemas["Meta"];
+}
+interface ListQuery {
+  page?: number;
+  max_results?: number;
+}
+interface Operations {
+  list(query: ListQuery): Promise<Listed>;
+  get(id: string): Promise<Doc>;
+}
+
+// Each resource's typed list and detail operations.
+const resources: Record<string, Operations> = {
+  items: {
+    list: async (query) => ok(await client.GET("/items", { params: { query } }), "items"),
+    get: async (id) => ok(await client.GET("/items/{id}", { params: { path: { id } } }), `items/${id}`),
+  },
+  desks: {
+    list: async (query) => ok(await client.GET("/desks", { params: { query } }), "desks"),
+    get: async (id) => ok(await client.GET("/desks/{id}", { params: { path: { id } } }), `desks/${id}`),
+  },
+  assignments: {
+    list: async (query) => ok(await client.GET("/assignments", { params: { query } }), "assignments"),
+    get: async (id) => ok(await client.GET("/assignments/{id}", { params: { path: { id } } }), `assignments/${id}`),
+  },
+  events: {
+    list: async (query) => ok(await client.GET("/events", { params: { query } }), "events"),
+    get: async (id) => ok(await client.GET("/events/{id}", { params: { path: { id } } }), `events/${id}`),
+  },
+  events_history: {
+    list: async (query) => ok(await client.GET("/events_history", { params: { query } }), "events_history"),
+    get: async (id) => ok(await client.GET("/events_history/{id}", { params: { path: { id } } }), `events_history/${id}`),
+  },
+  events_files: {
+    list: async (query) => ok(await client.GET("/events_files", { params: { query } }), "events_files"),
+    get: async (id) => ok(await client.GET("/events_files/{id}", { params: { path: { id } } }), `events_files/${id}`),
+  },
+  planning: {
+    list: async (query) => ok(await client.GET("/planning", { params: { query } }), "planning"),
+    get: async (id) => ok(await client.GET("/planning/{id}", { params: { path: { id } } }), `planning/${id}`),
+  },
+  contacts: {
+    list: async (query) => ok(await client.GET("/contacts", { params: { query } }), "contacts"),
+    get: async (id) => ok(await client.GET("/contacts/{id}", { params: { path: { id } } }), `contacts/${id}`),
+  },
+  users: {
+    list: async (query) => ok(await client.GET("/users", { params: { query } }), "users"),
+    get: async (id) => ok(await client.GET("/users/{id}", { params: { path: { id } } }), `users/${id}`),
+  },
+};
+
+let pages = 0;
+let links = 0;
+const details = new Map<string, Doc>(); // by href, once fetched
+
+// listParams reads a next link ("items?max_results=2&page=3").
+function listParams(href: string, name: string): ListQuery {
+  const [path, query = ""] = href.split("?", 2);
+  if (path !== name) {
+    throw new Error(`${name}: next link ${href} leaves the resource`);
+  }
+  const params: ListQuery = {};
+  for (const [key, value] of new URLSearchParams(query)) {
+    if (key !== "page" && key !== "max_results") {
+      throw new Error(`${name}: next link ${href} carries ${key}, which the walk never sent`);
+    }
+    params[key] = Number(value);
+  }
+  return params;
+}
+
+async function walkList(name: string): Promise<Doc[]> {
+  const ops = resources[name];
+  if (!ops) {
+    throw new Error(`no operations for ${name}`);
+  }
+  let query: ListQuery = { max_results: PAGE };
+  const docs: Doc[] = [];
+  for (;;) {
+    const page = await ops.list(query);
+    pages++;
+    docs.push(...page._items);
+    const next = page._links.next;
+    if (next === undefined) {
+      const ids = new Set(docs.map((d) => d._id));
+      if (docs.length !== page._meta.total || ids.size !== page._meta.total) {
+        throw new Error(`${name}: ${docs.length} documents (${ids.size} distinct) over the pages, _meta.total ${page._meta.total}`);
+      }
+      return docs;
+    }
+    query = listParams(next.href, name);
+  }
+}
+
+interface AnyLink {
+  href: string;
+  content_href?: string;
+}
+
+function isLink(v: unknown): v is AnyLink {
+  return typeof v === "object" && v !== null && typeof (v as { href?: unknown }).href === "string";
+}
+
+// follow fetches the document an href names, then follows its own links.
+async function follow(href: string): Promise<void> {
+  links++;
+  const slash = href.indexOf("/");
+  const name = href.slice(0, slash);
+  const id = decodeURIComponent(href.slice(slash + 1));
+  const ops = resources[name];
+  if (slash < 0 || !ops || id === "" || href.slice(slash + 1).includes("/") || href.includes("?")) {
+    throw new Error(`a link to ${href}, which names no document`);
+  }
+  if (details.has(href)) {
+    return;
+  }
+  const doc = await ops.get(id);
+  details.set(href, doc);
+  if (doc._id !== id) {
+    throw new Error(`${href} answered the document ${doc._id}`);
+  }
+  await followLinks(doc);
+}
+
+// followLinks follows every link of a document but the way back up.
+async function followLinks(doc: Doc): Promise<void> {
+  for (const [rel, value] of Object.entries(doc._links ?? {})) {
+    if (rel === "parent" || rel === "collection" || rel === "prev") {
+      continue;
+    }
+    for (const link of Array.isArray(value) ? value : [value]) {
+      if (!isLink(link)) {
+        throw new Error(`${doc._id}: _links.${rel} is not a link: ${JSON.stringify(link)}`);
+      }
+      await follow(link.href);
+      if (link.content_href !== undefined) {
+        await follow(link.content_href); // the content delivered for an assignment
+      }
+    }
+  }
+}
+
+// jsonParameters sends where, projection, source and filter as JSON text.
+async function jsonParameters(desks: Doc[]): Promise<void> {
+  const usable = ok(await client.GET("/items", { params: { query: { where: JSON.stringify({ pubstatus: "usable" }), max_results: 50 } } }), "where");
+  if (usable._items.length === 0 || usable._items.some((i) => i.pubstatus !== "usable")) {
+    throw new Error(`items where pubstatus is usable: ${usable._items.map((i) => i.pubstatus).join(",")}`);
+  }
+
+  const first = ok(await client.GET("/desks/{id}", { params: { path: { id: desks[0]?._id ?? "" } } }), "a desk");
+  const named = ok(await client.GET("/desks", { params: { query: { where: JSON.stringify({ name: first.name }) } } }), "where");
+  if (!named._items.some((d) => d._id === first._id) || named._items.some((d) => d.name !== first.name)) {
+    throw new Error(`desks where name is ${first.name}: ${named._items.map((d) => d.name).join(",")}`);
+  }
+
+  const headlines = ok(await client.GET("/items", { params: { query: { projection: JSON.stringify({ headline: 1 }), max_results: 5 } } }), "projection");
+  for (const i of headlines._items) {
+    if (i.body_html !== undefined || i.headline === undefined) {
+      throw new Error(`projection headline: item ${i._id} has body_html or lacks its headline`);
+    }
+  }
+
+  const source = { query: { term: { type: "picture" } }, aggs: { states: { terms: { field: "state" } } } };
+  const pictures = ok(await client.GET("/items", { params: { query: { source: JSON.stringify(source) } } }), "source");
+  const buckets = pictures._aggregations?.["states"]?.buckets ?? [];
+  if (pictures._items.length === 0 || pictures._items.some((i) => i.type !== "picture")) {
+    throw new Error("source: a term query on type picture answered other types");
+  }
+  if (buckets.reduce((n, b) => n + b.doc_count, 0) !== pictures._meta.total) {
+    throw new Error(`source: the states aggregation counts ${JSON.stringify(buckets)}, the list ${pictures._meta.total}`);
+  }
+
+  const filtered = ok(await client.GET("/items", { params: { query: { filter: JSON.stringify({ terms: { type: ["picture"] } }) } } }), "filter");
+  if (filtered._meta.total !== pictures._meta.total) {
+    throw new Error(`filter: ${filtered._meta.total} pictures, source found ${pictures._meta.total}`);
+  }
+}
+
+async function main(): Promise<void> {
+  const home = ok(await client.GET("/", {}), "home");
+  const names = home._links.child.map((l) => l.href);
+  if ([...names].sort().join() !== Object.keys(resources).sort().join()) {
+    throw new Error(`the home lists ${names.join(",")}; the walk knows ${Object.keys(resources).join(",")}`);
+  }
+  const listed = new Map<string, Doc[]>();
+  for (const name of names) {
+    listed.set(name, await walkList(name));
+  }
+  for (const docs of listed.values()) {
+    for (const doc of docs) {
+      await followLinks(doc);
+    }
+  }
+  await jsonParameters(listed.get("desks") ?? []);
+  const documents = [...listed.values()].reduce((n, docs) => n + docs.length, 0);
+  console.log(`typescript: ${names.length} resources, ${pages} pages, ${documents} documents listed, ` +
+    `${links} links followed to ${details.size} documents, ${requests} requests: ok`);
+}
+
+main().catch((err: unknown) => {
+  console.error(`typescript: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
