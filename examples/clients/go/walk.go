@@ -38,36 +38,15 @@ const pageSize = 2 // small pages, so that paging is walked everywhere
 // A page is what the walk reads of a list: its documents (each as JSON),
 // the next link and the total.
 type page struct {
-	docs  []map[string]any
-	next  string
-	total int
-}
-
-// listOf reads a page of any resource.
-func listOf[T any](items []T, links prodapi.ListLinks, meta prodapi.Meta, res *http.Response, err error) (page, error) {
-	if err := check(res, err); err != nil {
-		return page{}, err
-	}
-	p := page{total: int(meta.Total)}
-	if links.Next != nil {
-		p.next = links.Next.Href
-	}
-	for _, it := range items {
-		doc, err := asJSON(it)
-		if err != nil {
-			return page{}, err
-		}
-		p.docs = append(p.docs, doc)
-	}
-	return p, nil
-}
-
-// detailOf reads a detail of any resource.
-func detailOf[T any](doc *T, res *http.Response, err error) (map[string]any, error) {
-	if err := check(res, err); err != nil {
-		return nil, err
-	}
-	return asJSON(doc)
+	Docs  []map[string]any `json:"_items"`
+	Links struct {
+		Next *struct {
+			Href string `json:"href"`
+		} `json:"next"`
+	} `json:"_links"`
+	Meta struct {
+		Total int `json:"total"`
+	} `json:"_meta"`
 }
 
 func check(res *http.Response, err error) error {
@@ -80,15 +59,15 @@ func check(res *http.Response, err error) error {
 	return nil
 }
 
-// asJSON is a generated model as the JSON it reads: the walk follows links
-// by name, whatever the model calls them.
-func asJSON(v any) (map[string]any, error) {
-	b, err := json.Marshal(v)
+// reread gives a model the generated client decoded back as the JSON it
+// read into v: the walk follows links by name, whatever the model calls
+// them.
+func reread(model, v any) error {
+	b, err := json.Marshal(model)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var m map[string]any
-	return m, json.Unmarshal(b, &m)
+	return json.Unmarshal(b, v)
 }
 
 // operations are a resource's typed list and detail operations.
@@ -97,116 +76,52 @@ type operations struct {
 	get  func(ctx context.Context, id string) (map[string]any, error)
 }
 
+// A listRequest is a generated list request (ApiListItemsRequest, ...),
+// answered with an L (ItemList, ...).
+type listRequest[R, L any] interface {
+	Page(int32) R
+	MaxResults(int32) R
+	Execute() (*L, *http.Response, error)
+}
+
+// A getRequest is a generated detail request, answered with a D.
+type getRequest[D any] interface {
+	Execute() (*D, *http.Response, error)
+}
+
+// ops makes a resource's operations from its generated ones.
+func ops[L, D any, LR listRequest[LR, L], GR getRequest[D]](list func(context.Context) LR, get func(context.Context, string) GR) operations {
+	return operations{
+		list: func(ctx context.Context, p, n int32) (page, error) {
+			l, res, err := list(ctx).Page(p).MaxResults(n).Execute()
+			if err := check(res, err); err != nil {
+				return page{}, err
+			}
+			var pg page
+			return pg, reread(l, &pg)
+		},
+		get: func(ctx context.Context, id string) (map[string]any, error) {
+			d, res, err := get(ctx, id).Execute()
+			if err := check(res, err); err != nil {
+				return nil, err
+			}
+			var doc map[string]any
+			return doc, reread(d, &doc)
+		},
+	}
+}
+
 func resources(c *prodapi.APIClient) map[string]operations {
 	return map[string]operations{
-		"items": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.ItemsAPI.ListItems(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("items: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.ItemsAPI.GetItem(ctx, id).Execute())
-			},
-		},
-		"desks": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.DesksAPI.ListDesks(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("desks: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.DesksAPI.GetDesk(ctx, id).Execute())
-			},
-		},
-		"assignments": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.AssignmentsAPI.ListAssignments(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("assignments: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.AssignmentsAPI.GetAssignment(ctx, id).Execute())
-			},
-		},
-		"events": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.EventsAPI.ListEvents(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("events: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.EventsAPI.GetEvent(ctx, id).Execute())
-			},
-		},
-		"events_history": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.EventsHistoryAPI.ListEventsHistory(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("events_history: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.EventsHistoryAPI.GetEventsHistory(ctx, id).Execute())
-			},
-		},
-		"events_files": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.EventsFilesAPI.ListEventsFiles(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("events_files: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.EventsFilesAPI.GetEventsFile(ctx, id).Execute())
-			},
-		},
-		"planning": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.PlanningAPI.ListPlanning(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("planning: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.PlanningAPI.GetPlanning(ctx, id).Execute())
-			},
-		},
-		"contacts": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.ContactsAPI.ListContacts(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("contacts: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.ContactsAPI.GetContact(ctx, id).Execute())
-			},
-		},
-		"users": {
-			list: func(ctx context.Context, p, n int32) (page, error) {
-				l, res, err := c.UsersAPI.ListUsers(ctx).Page(p).MaxResults(n).Execute()
-				if l == nil {
-					return page{}, errors.Join(err, errors.New("users: no list"))
-				}
-				return listOf(l.Items, l.Links, l.Meta, res, err)
-			},
-			get: func(ctx context.Context, id string) (map[string]any, error) {
-				return detailOf(c.UsersAPI.GetUser(ctx, id).Execute())
-			},
-		},
+		"items":          ops[prodapi.ItemList, prodapi.ItemDetail](c.ItemsAPI.ListItems, c.ItemsAPI.GetItem),
+		"desks":          ops[prodapi.DeskList, prodapi.DeskDetail](c.DesksAPI.ListDesks, c.DesksAPI.GetDesk),
+		"assignments":    ops[prodapi.AssignmentList, prodapi.AssignmentDetail](c.AssignmentsAPI.ListAssignments, c.AssignmentsAPI.GetAssignment),
+		"events":         ops[prodapi.EventList, prodapi.EventDetail](c.EventsAPI.ListEvents, c.EventsAPI.GetEvent),
+		"events_history": ops[prodapi.EventsHistoryList, prodapi.EventsHistoryDetail](c.EventsHistoryAPI.ListEventsHistory, c.EventsHistoryAPI.GetEventsHistory),
+		"events_files":   ops[prodapi.EventsFileList, prodapi.EventsFileDetail](c.EventsFilesAPI.ListEventsFiles, c.EventsFilesAPI.GetEventsFile),
+		"planning":       ops[prodapi.PlanningList, prodapi.PlanningDetail](c.PlanningAPI.ListPlanning, c.PlanningAPI.GetPlanning),
+		"contacts":       ops[prodapi.ContactList, prodapi.Contact](c.ContactsAPI.ListContacts, c.ContactsAPI.GetContact),
+		"users":          ops[prodapi.UserList, prodapi.UserDetail](c.UsersAPI.ListUsers, c.UsersAPI.GetUser),
 	}
 }
 
@@ -228,18 +143,18 @@ func (w *walker) walkList(ctx context.Context, name string) ([]map[string]any, e
 			return nil, fmt.Errorf("%s page %d: %w", name, p, err)
 		}
 		w.pages++
-		docs = append(docs, pg.docs...)
-		if pg.next == "" {
+		docs = append(docs, pg.Docs...)
+		if pg.Links.Next == nil {
 			ids := map[any]bool{}
 			for _, d := range docs {
 				ids[d["_id"]] = true
 			}
-			if len(docs) != pg.total || len(ids) != pg.total {
-				return nil, fmt.Errorf("%s: %d documents (%d distinct) over the pages, _meta.total %d", name, len(docs), len(ids), pg.total)
+			if len(docs) != pg.Meta.Total || len(ids) != pg.Meta.Total {
+				return nil, fmt.Errorf("%s: %d documents (%d distinct) over the pages, _meta.total %d", name, len(docs), len(ids), pg.Meta.Total)
 			}
 			return docs, nil
 		}
-		if p, n, err = listParams(pg.next, name); err != nil {
+		if p, n, err = listParams(pg.Links.Next.Href, name); err != nil {
 			return nil, err
 		}
 	}

@@ -26,8 +26,15 @@ const PAGE = 2; // small pages, so that paging is walked everywhere
 
 let requests = 0;
 
+// An answer is what openapi-fetch resolves to.
+interface Answer<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
 // ok returns a successful answer's body; anything but 200 stops the walk.
-function ok<T>(res: { data?: T; error?: unknown; response: Response }, what: string): T {
+function ok<T>(res: Answer<T>, what: string): T {
   requests++;
   if (res.response.status !== 200 || res.data === undefined) {
     throw new Error(`${what}: ${res.response.status} ${JSON.stringify(res.error)}`);
@@ -54,44 +61,28 @@ interface Operations {
   get(id: string): Promise<Doc>;
 }
 
+// ops makes a resource's operations from its typed calls.
+function ops(name: string, list: (query: ListQuery) => Promise<Answer<Listed>>, get: (id: string) => Promise<Answer<Doc>>): Operations {
+  return {
+    list: async (query) => ok(await list(query), name),
+    get: async (id) => ok(await get(id), `${name}/${id}`),
+  };
+}
+
 // Each resource's typed list and detail operations.
 const resources: Record<string, Operations> = {
-  items: {
-    list: async (query) => ok(await client.GET("/items", { params: { query } }), "items"),
-    get: async (id) => ok(await client.GET("/items/{id}", { params: { path: { id } } }), `items/${id}`),
-  },
-  desks: {
-    list: async (query) => ok(await client.GET("/desks", { params: { query } }), "desks"),
-    get: async (id) => ok(await client.GET("/desks/{id}", { params: { path: { id } } }), `desks/${id}`),
-  },
-  assignments: {
-    list: async (query) => ok(await client.GET("/assignments", { params: { query } }), "assignments"),
-    get: async (id) => ok(await client.GET("/assignments/{id}", { params: { path: { id } } }), `assignments/${id}`),
-  },
-  events: {
-    list: async (query) => ok(await client.GET("/events", { params: { query } }), "events"),
-    get: async (id) => ok(await client.GET("/events/{id}", { params: { path: { id } } }), `events/${id}`),
-  },
-  events_history: {
-    list: async (query) => ok(await client.GET("/events_history", { params: { query } }), "events_history"),
-    get: async (id) => ok(await client.GET("/events_history/{id}", { params: { path: { id } } }), `events_history/${id}`),
-  },
-  events_files: {
-    list: async (query) => ok(await client.GET("/events_files", { params: { query } }), "events_files"),
-    get: async (id) => ok(await client.GET("/events_files/{id}", { params: { path: { id } } }), `events_files/${id}`),
-  },
-  planning: {
-    list: async (query) => ok(await client.GET("/planning", { params: { query } }), "planning"),
-    get: async (id) => ok(await client.GET("/planning/{id}", { params: { path: { id } } }), `planning/${id}`),
-  },
-  contacts: {
-    list: async (query) => ok(await client.GET("/contacts", { params: { query } }), "contacts"),
-    get: async (id) => ok(await client.GET("/contacts/{id}", { params: { path: { id } } }), `contacts/${id}`),
-  },
-  users: {
-    list: async (query) => ok(await client.GET("/users", { params: { query } }), "users"),
-    get: async (id) => ok(await client.GET("/users/{id}", { params: { path: { id } } }), `users/${id}`),
-  },
+  items: ops("items", (query) => client.GET("/items", { params: { query } }), (id) => client.GET("/items/{id}", { params: { path: { id } } })),
+  desks: ops("desks", (query) => client.GET("/desks", { params: { query } }), (id) => client.GET("/desks/{id}", { params: { path: { id } } })),
+  assignments: ops("assignments", (query) => client.GET("/assignments", { params: { query } }),
+    (id) => client.GET("/assignments/{id}", { params: { path: { id } } })),
+  events: ops("events", (query) => client.GET("/events", { params: { query } }), (id) => client.GET("/events/{id}", { params: { path: { id } } })),
+  events_history: ops("events_history", (query) => client.GET("/events_history", { params: { query } }),
+    (id) => client.GET("/events_history/{id}", { params: { path: { id } } })),
+  events_files: ops("events_files", (query) => client.GET("/events_files", { params: { query } }),
+    (id) => client.GET("/events_files/{id}", { params: { path: { id } } })),
+  planning: ops("planning", (query) => client.GET("/planning", { params: { query } }), (id) => client.GET("/planning/{id}", { params: { path: { id } } })),
+  contacts: ops("contacts", (query) => client.GET("/contacts", { params: { query } }), (id) => client.GET("/contacts/{id}", { params: { path: { id } } })),
+  users: ops("users", (query) => client.GET("/users", { params: { query } }), (id) => client.GET("/users/{id}", { params: { path: { id } } })),
 };
 
 let pages = 0;
