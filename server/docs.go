@@ -37,20 +37,16 @@ import (
 
 // docsUI serves the page and its script.
 type docsUI struct {
-	specURL    string // the document the page renders
-	scriptPath string // <prefix>/v1/docs/redoc-<version>.<digest>.js, set by script
-	page       *template.Template
+	prefix string // /<prefix>/v1
+	page   *template.Template
 
 	once   sync.Once
 	script *sources.Representation // the bundle, its gzip coding and ETag, made on first use
-	name   string                  // the script's file name
+	name   string                  // the script's file name: redoc-<version>.<digest>.js
 }
 
 func (s *Server) newDocsUI() *docsUI {
-	return &docsUI{
-		specURL: s.prefix + "/openapi.json",
-		page:    template.Must(template.New("docs").Parse(docsPage)),
-	}
+	return &docsUI{prefix: s.prefix, page: template.Must(template.New("docs").Parse(docsPage))}
 }
 
 // docsPage is the page. html/template escapes each value for its place:
@@ -101,7 +97,7 @@ func newNonce() string {
 // load makes the script's representation once: 1.1 MB gzipped at the
 // best compression is work for the first visitor, not for every server
 // the tests start.
-func (d *docsUI) load(prefix string) {
+func (d *docsUI) load() {
 	d.once.Do(func() {
 		js := docsui.Script()
 		var zipped bytes.Buffer
@@ -111,17 +107,17 @@ func (d *docsUI) load(prefix string) {
 		etag := sources.ETag(js)
 		d.script = &sources.Representation{Body: js, Gzip: zipped.Bytes(), ETag: etag, Total: -1}
 		d.name = "redoc-" + docsui.Version() + "." + etag[1:13] + ".js"
-		d.scriptPath = prefix + "/docs/" + d.name
 	})
 }
 
 // docsPage answers the page.
 func (s *Server) docsPage(d *docsUI) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		d.load(s.prefix)
+		d.load()
 		nonce := newNonce()
 		var body bytes.Buffer
-		err := d.page.Execute(&body, struct{ Nonce, SpecURL, ScriptURL string }{nonce, d.specURL, d.scriptPath})
+		err := d.page.Execute(&body, struct{ Nonce, SpecURL, ScriptURL string }{
+			nonce, d.prefix + "/openapi.json", d.prefix + "/docs/" + d.name})
 		if err != nil {
 			return err // the template is fixed and its values are strings: a defect
 		}
@@ -144,7 +140,7 @@ func (s *Server) docsPage(d *docsUI) handlerFunc {
 // current name, 404 under any other.
 func (s *Server) docsScript(d *docsUI) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		d.load(s.prefix)
+		d.load()
 		if chi.URLParam(r, "file") != d.name {
 			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
 		}
