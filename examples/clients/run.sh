@@ -95,7 +95,10 @@ typescript_client() {
 
 go_client() {
 	local jar=$work/openapi-generator-cli-$OPENAPI_GENERATOR.jar
-	[ -f "$jar" ] || mvn -B -q dependency:copy -Dartifact=org.openapitools:openapi-generator-cli:$OPENAPI_GENERATOR -DoutputDirectory="$work"
+	if [ ! -f "$jar" ]; then
+		mvn -B -q dependency:copy -Dartifact=org.openapitools:openapi-generator-cli:$OPENAPI_GENERATOR \
+			-DoutputDirectory="$work" >"$work/mvn.log" 2>&1 || { cat "$work/mvn.log"; exit 1; }
+	fi
 	# Event has both links and _links: Go would name both Links. And
 	# openapi-generator, unless told, takes an object's absent
 	# additionalProperties for false (JSON Schema says true), so a newsroom's
