@@ -1,12 +1,13 @@
-//go:build clientwalk
+//go:build ignore
 
 // Command walk walks a running prodapi with the Go client openapi-generator
 // generates from its document. It builds beside that client, in the module
 // make clients-test assembles (examples/clients/run.sh), which replaces
-// example.com/prodapi/client with the generated code; prodapi's own module
-// never builds it (the clientwalk tag).
+// example.com/prodapi/client with the generated code. prodapi's own module
+// never builds it, and go mod tidy does not read it (the ignore build tag;
+// named on the command line, the file builds all the same):
 //
-//	PRODAPI_URL=http://localhost:5500/prodapi/v1 PRODAPI_TOKEN=... go run -tags clientwalk .
+//	PRODAPI_URL=http://localhost:5500/prodapi/v1 PRODAPI_TOKEN=... go run walk.go
 //
 // The same walk as python/walk.py: from the home document, every resource
 // is paged through two documents a page by its typed list operation,
