@@ -48,10 +48,45 @@ func (s *Set) FerretDB(t testing.TB) *FerretDB {
 var readyLine = regexp.MustCompile(`ferretdb: ready (\S+) version (\S+)`)
 
 func (s *Set) startFerretDB(t testing.TB) (*FerretDB, error) {
+	f, p, dir, err := launchFerretDB(t)
+	if p != nil {
+		s.OnClose(func() { stopFerretDB(p, dir) })
+	}
+	return f, err
+}
+
+// StartFerretDB starts a FerretDB of the test's own, which it may freeze,
+// stop or kill through the Process (a shared one must stay up for the
+// other tests), and stops it at the test's cleanup.
+func StartFerretDB(t testing.TB) (*FerretDB, *Process) {
+	t.Helper()
+	f, p, dir, err := launchFerretDB(t)
+	if p != nil {
+		t.Cleanup(func() { stopFerretDB(p, dir) })
+	}
+	if errors.Is(err, ErrUnavailable) {
+		what, how := splitUnavailable(err)
+		Missing(t, what, how)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, p
+}
+
+func stopFerretDB(p *Process, dir string) {
+	p.Stop(10 * time.Second)
+	os.RemoveAll(dir)
+}
+
+// launchFerretDB builds FerretDB if need be, starts it in a scratch
+// directory and waits until it answers. The process and directory come
+// back even when it never became ready, for the caller to clean up.
+func launchFerretDB(t testing.TB) (*FerretDB, *Process, string, error) {
 	begin := time.Now()
 	bin, built, err := buildFerretDB()
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if built {
 		t.Logf("realserver: built FerretDB into %s in %s", bin, time.Since(begin).Round(100*time.Millisecond))
@@ -59,19 +94,15 @@ func (s *Set) startFerretDB(t testing.TB) (*FerretDB, error) {
 	begin = time.Now()
 	dir, err := os.MkdirTemp("", "prodapi-ferretdb-")
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	// Port 0: the server binds a free port itself and names it in its
 	// ready line, so no other process can take the port in between.
 	p, err := Start("ferretdb", exec.Command(bin, "-addr", "127.0.0.1:0", "-dir", dir))
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, err
+		return nil, nil, "", err
 	}
-	s.OnClose(func() {
-		p.Stop(10 * time.Second)
-		os.RemoveAll(dir)
-	})
 	f := &FerretDB{}
 	err = p.WaitReady(ferretDBStart, func(ctx context.Context) error {
 		m := readyLine.FindStringSubmatch(p.Output())
@@ -89,10 +120,10 @@ func (s *Set) startFerretDB(t testing.TB) (*FerretDB, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, p, dir, err
 	}
 	t.Logf("realserver: FerretDB %s ready at %s in %s (pid %d, %s)", f.Version, f.URI, time.Since(begin).Round(10*time.Millisecond), p.PID(), bin)
-	return f, nil
+	return f, p, dir, nil
 }
 
 // ferretDBVersion asks the server at uri for buildInfo.ferretdbVersion.

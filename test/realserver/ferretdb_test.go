@@ -63,3 +63,41 @@ func TestFerretDBWithoutGo(t *testing.T) {
 		t.Errorf("buildFerretDB without go on PATH: %v, want ErrUnavailable", err)
 	}
 }
+
+// StartFerretDB's server is the test's own: another from the shared one,
+// and the test may kill it.
+func TestStartFerretDB(t *testing.T) {
+	var s Set
+	defer s.Close()
+	shared := s.FerretDB(t)
+	f, p := StartFerretDB(t)
+	if f.URI == shared.URI {
+		t.Fatalf("StartFerretDB returned the shared server %s", f.URI)
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI(f.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	if err := c.Ping(t.Context(), nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	p.Kill()
+	u, err := url.Parse(f.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second); err == nil {
+		conn.Close()
+		t.Errorf("%s still accepts connections after Kill", u.Host)
+	}
+	// The shared server is untouched.
+	sc, err := mongo.Connect(options.Client().ApplyURI(shared.URI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Disconnect(context.Background())
+	if err := sc.Ping(t.Context(), nil); err != nil {
+		t.Errorf("the shared server after the test's own was killed: %v", err)
+	}
+}
