@@ -40,12 +40,27 @@
 //
 //	no document                                      ErrNotFound
 //	the caller's context done                        its ctx.Err()
-//	no selectable server, pool exhausted, network
-//	errors, shutdown/step-down/auth/overload codes   ErrUnavailable
 //	deadlines, MaxTimeMSExpired and other time codes ErrTimeout
-//	any other command error (BadValue on a $type
-//	alias, $near without a geo index, ...)           ErrInvalid
+//	the server refused the query: BadValue (a $type
+//	alias, an unknown operator), FailedToParse,
+//	TypeMismatch, InvalidOptions, NoQueryExecutionPlans
+//	($near without a geo index), NotImplemented (an
+//	operator FerretDB lacks), a few more, and the
+//	server's assertion codes (codeName Location<n>:
+//	a bad regular expression or sort order), unless
+//	labelled retryable                               ErrInvalid
 //	a where the translator cannot rebuild            ErrInvalid (no query sent)
+//	anything else: no selectable server, pool
+//	exhausted or cleared, network errors, shutdown,
+//	step-down, auth, overload and unknown codes      ErrUnavailable
+//
+// Refusals are an allow-list (errors.go): a server going away fails in
+// more ways than anyone lists, and none of them may tell the client that
+// its query is wrong (a 400, which the cache never answers with a stale
+// entry). One such way: when an operation's connection fails, the driver
+// clears the server's pool, and a request that chose the server just
+// before finds the pool cleared; the driver reports that as a command
+// error with no code.
 //
 // The driver's text, which can quote the query and the server's address,
 // is kept out of Error() and available for logs through the error's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 
 	"github.com/prodapi/prodapi/sources"
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
@@ -49,34 +50,58 @@ func wrapErr(parent context.Context, op, coll string, err error) error {
 	return &opError{op: op, coll: coll, kind: classify(parent, err), cause: err}
 }
 
-// Server error codes that say the server cannot serve now, rather than
-// that the query is wrong
+// Server error codes with which a server says that the query itself is
+// wrong: it understood the command and will refuse it however often it is
+// asked, so the client must change it
 // (https://github.com/mongodb/mongo/blob/master/src/mongo/base/error_codes.yml).
-var unavailableCodes = map[int]bool{
-	6: true, 7: true, 13: true, 18: true, 24: true, 46: true, 91: true, 133: true,
-	134: true, 189: true, 9001: true, 10107: true, 11600: true, 11601: true,
-	11602: true, 13435: true, 13436: true, 462: true,
+// It is an allow-list: any other code (a server shutting down, stepping
+// down, overloaded, refusing our credentials, or one this list does not
+// know) means the service cannot read now, which the server answers
+// with 503 and the cache with a stale entry.
+var refusalCodes = map[int32]bool{
+	2:   true, // BadValue: an unknown operator or $type alias, $in without an array
+	9:   true, // FailedToParse
+	14:  true, // TypeMismatch
+	15:  true, // Overflow
+	27:  true, // IndexNotFound: $text without a text index
+	72:  true, // InvalidOptions
+	168: true, // InvalidPipelineOperator, in the count's $match
+	224: true, // QueryFeatureNotAllowed
+	238: true, // NotImplemented: an operator FerretDB does not have
+	241: true, // ConversionFailure
+	291: true, // NoQueryExecutionPlans: $near without a geo index
+	292: true, // QueryExceededMemoryLimitNoDiskUseAllowed: a sort too large for memory and no index
 }
 
 // Server error codes that report a time limit.
 var timeoutCodes = map[int]bool{50: true, 89: true, 202: true, 262: true}
 
+// Error labels with which the server or the driver say that the same
+// command may work if tried again: whatever the code, not a refusal.
+var transientLabels = []string{"NetworkError", "RetryableError", "SystemOverloadedError",
+	"TransientTransactionError", "RetryableWriteError", "ResumableChangeStreamError"}
+
 // classify maps a driver error to the sentinel callers test for:
 //
 //   - no document                              ErrNotFound
 //   - the caller's context done                its ctx.Err()
-//   - no server selectable, pool exhausted,
-//     network errors, servers shutting down,
-//     stepping down or refusing our credentials  ErrUnavailable
+//   - no server selectable, pool exhausted     ErrUnavailable
 //   - deadlines and server time limits          ErrTimeout
-//   - any other command error                   ErrInvalid: the server
-//     understood the command and refused it, and the only part of a
-//     command that varies is the client's query (a bad $type alias, $near
-//     without a geo index)
-//   - anything else                             ErrUnavailable
+//   - the server refused the query: a code of
+//     refusalCodes, or an assertion's code
+//     (codeName "Location<code>", which is how
+//     a server reports a bad regular expression
+//     or sort order), without a transient label  ErrInvalid
+//   - anything else                             ErrUnavailable: network
+//     errors, a server shutting down or stepping down, a connection pool
+//     cleared after another operation failed (a code-less error carrying
+//     TransientTransactionError), credentials refused, unknown codes
 //
 // The order matters: server selection and pool waits can end on a
-// deadline too, and mean "unreachable", not "slow".
+// deadline too, and mean "unreachable", not "slow". Refusals are listed
+// rather than outages because a server going away fails in more ways
+// than anyone lists, and each of them must not tell the client its query
+// is wrong.
 func classify(parent context.Context, err error) error {
 	if errors.Is(err, mongodriver.ErrNoDocuments) {
 		return sources.ErrNotFound
@@ -90,22 +115,10 @@ func classify(parent context.Context, err error) error {
 		return sources.ErrUnavailable
 	}
 	var se mongodriver.ServerError
-	if errors.As(err, &se) && hasCode(se, timeoutCodes) {
+	if errors.As(err, &se) && hasCode(se, timeoutCodes) || mongodriver.IsTimeout(err) {
 		return sources.ErrTimeout
 	}
-	if mongodriver.IsTimeout(err) {
-		return sources.ErrTimeout
-	}
-	if mongodriver.IsNetworkError(err) {
-		return sources.ErrUnavailable
-	}
-	if se != nil {
-		if se.HasErrorLabel("RetryableError") || se.HasErrorLabel("SystemOverloadedError") {
-			return sources.ErrUnavailable
-		}
-		if hasCode(se, unavailableCodes) {
-			return sources.ErrUnavailable
-		}
+	if refused(err) {
 		return sources.ErrInvalid
 	}
 	return sources.ErrUnavailable
@@ -113,4 +126,14 @@ func classify(parent context.Context, err error) error {
 
 func hasCode(se mongodriver.ServerError, codes map[int]bool) bool {
 	return slices.ContainsFunc(se.ErrorCodes(), func(c int) bool { return codes[c] })
+}
+
+// refused reports whether err is a server's answer that the query is
+// wrong.
+func refused(err error) bool {
+	ce, ok := errors.AsType[mongodriver.CommandError](err)
+	if !ok || ce.Code == 0 || slices.ContainsFunc(transientLabels, ce.HasErrorLabel) {
+		return false
+	}
+	return refusalCodes[ce.Code] || ce.Name == "Location"+strconv.Itoa(int(ce.Code))
 }

@@ -157,10 +157,35 @@ func TestCommandErrors(t *testing.T) {
 			[]error{sources.ErrUnavailable}, "authorized"},
 		{"overloaded", mongotest.Fault{Code: 462, CodeName: "IngressRequestRateLimitExceeded", Message: "rate limited", Labels: []string{"SystemOverloadedError", "RetryableError"}},
 			eitherUnavailable, ""},
+		{"failed to parse", mongotest.Fault{Code: 9, CodeName: "FailedToParse", Message: "Expected a non-negative number in: $bitsAllSet: -1"},
+			[]error{sources.ErrInvalid}, "non-negative"},
+		{"type mismatch", mongotest.Fault{Code: 14, CodeName: "TypeMismatch", Message: "$size needs a number"},
+			[]error{sources.ErrInvalid}, "needs a number"},
+		{"invalid options", mongotest.Fault{Code: 72, CodeName: "InvalidOptions", Message: "bad option"},
+			[]error{sources.ErrInvalid}, "bad option"},
+		{"bad regular expression", mongotest.Fault{Code: 51091, CodeName: "Location51091", Message: "Regular expression is invalid"},
+			[]error{sources.ErrInvalid}, "Regular expression"},
+		{"not implemented", mongotest.Fault{Code: 238, CodeName: "NotImplemented", Message: "$geoWithin is not implemented"},
+			[]error{sources.ErrInvalid}, "not implemented"},
+		{"shutdown in progress", mongotest.Fault{Code: 91, CodeName: "ShutdownInProgress", Message: "The server is in quiesce mode and will shut down"},
+			eitherUnavailable, ""},
+		{"not writable primary", mongotest.Fault{Code: 10107, CodeName: "NotWritablePrimary", Message: "not primary"},
+			eitherUnavailable, ""},
+		{"not primary, no secondaryOk", mongotest.Fault{Code: 13435, CodeName: "NotPrimaryNoSecondaryOk", Message: "not primary and secondaryOk=false"},
+			eitherUnavailable, ""},
+		{"primary stepped down", mongotest.Fault{Code: 189, CodeName: "PrimarySteppedDown", Message: "stepped down"},
+			eitherUnavailable, ""},
+		{"host unreachable", mongotest.Fault{Code: 6, CodeName: "HostUnreachable", Message: "host unreachable"},
+			eitherUnavailable, ""},
+		{"internal error", mongotest.Fault{Code: 1, CodeName: "InternalError", Message: "the storage backend failed"},
+			[]error{sources.ErrUnavailable}, "storage backend"},
+		{"no code", mongotest.Fault{Message: "something failed", Labels: []string{"TransientTransactionError"}},
+			[]error{sources.ErrUnavailable}, "something failed"},
 		{"dropped connection", mongotest.Fault{CloseConnection: true}, eitherUnavailable, ""},
 		{"truncated reply", mongotest.Fault{Truncate: true}, eitherUnavailable, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			// With a deadline the driver retries retryable failures until
 			// it passes; a short one keeps the test quick.
 			e := newEnv(t, userSeed(t), mongosrc.Options{Timeout: 300 * time.Millisecond})

@@ -3,8 +3,10 @@ package mongo_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +79,29 @@ func TestFerretDBSample(t *testing.T) {
 		}
 	}
 	checkSample(t, mongosrc.New(db, mongosrc.Options{}), sampleExpect(t, version))
+}
+
+// FerretDB's refusals of queries the translator lets through (the
+// server's validation refuses some of them first) are the client's:
+// ErrInvalid, with FerretDB's words kept for the log.
+func TestFerretDBRefusals(t *testing.T) {
+	client, _ := ferretDB(t)
+	db := scratchDatabase(t, client, "prodapi_refusals")
+	seed(t, db, userSeed(t))
+	store := mongosrc.New(db, mongosrc.Options{})
+	for _, tc := range []struct{ where, detail string }{
+		{`{"username": {"$mod": [0, 1]}}`, "BadValue"},
+		{`{"loc": {"$near": [14, 50], "$maxDistance": 2}}`, "BadValue"},
+		{`{"username": {"$type": 99}}`, "BadValue"},
+		{`{"username": {"$bitsAllSet": -1}}`, "FailedToParse"},
+	} {
+		_, err := store.Find(t.Context(), listQuery(t, "users", tc.where, nil, 1, 25))
+		if !errors.Is(err, sources.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", tc.where, err)
+			continue
+		}
+		if d, ok := err.(detail); !ok || !strings.Contains(d.Detail(), tc.detail) {
+			t.Errorf("%s: detail does not mention %s: %v", tc.where, tc.detail, err)
+		}
+	}
 }
