@@ -119,14 +119,27 @@
 //	404 index_not_found_exception          empty result (see below)
 //	400 "No mapping found for [f] in order to sort on"   empty result, as eve-elastic did
 //	search_context_missing_exception (a lapsed point in time)  ErrCursor
-//	400 anything else (parsing_exception, search_phase_execution_exception, ...)  ErrInvalid
+//	400 naming only errors of the query (parsing_exception, x_content_parse_exception,
+//	  json_parse_exception, query_shard_exception, parse_exception,
+//	  number_format_exception, illegal_argument_exception,
+//	  action_request_validation_exception)  ErrInvalid
 //	413                                     ErrInvalid
 //	408, 504, a deadline (ours or the caller's), a net timeout   ErrTimeout
-//	429, 5xx, 401/403 (our credentials), other statuses, media_type_header_exception,
-//	  connection refused, DNS, reset, TLS, failed product check, malformed 200   ErrUnavailable
+//	429, 5xx, 401/403 (our credentials), other statuses, any other 400
+//	  (index_closed_exception, task_cancelled_exception, media_type_header_exception,
+//	  a proxy's page, an error type not listed), connection refused, DNS,
+//	  reset, TLS, failed product check, malformed 200   ErrUnavailable
 //	200 with "timed_out": true or _shards.failed > 0                 ErrPartial
 //	a 200 answer larger than 128 MiB                                 ErrInvalid
 //	the caller cancelled                                             context.Canceled
+//
+// What counts as the query's fault is an allow-list (errors.go): the error
+// types are the ones the top of the answer, its root causes and its shard
+// failures name (search_phase_execution_exception only wraps the shards'),
+// and a 400 is a refusal only when every one of them is listed. A node
+// going away or overloaded fails in more ways than anyone lists, and none
+// of them may tell the client that its query is wrong (a 400, which the
+// cache never answers with a stale entry).
 //
 // A missing index reads as empty rather than failing: a fresh newsroom has
 // no index until Superdesk first writes to it, and "no items" is the true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
@@ -73,24 +74,49 @@ func clip(s string) string {
 }
 
 // statusKind decides what an error status from Elasticsearch means for
-// the client. errType is Elasticsearch's error type, when it sent one.
-func statusKind(status int, errType string) error {
+// the client. Only a 400 that is Elasticsearch's verdict on the query
+// (every error it names is a queryErrors type) and a 413 are the
+// client's; a 400 of any other kind (index_closed_exception, a proxy's
+// page, task_cancelled_exception from a node going away, an error type
+// this package does not know) is not, and neither is any other status.
+func statusKind(status int, e esError) error {
 	switch {
-	case errType == "media_type_header_exception":
-		// Elasticsearch refused our Accept/Content-Type (a client in
-		// compatibility mode against 7.x): our configuration, not the
-		// client's query.
-		return sources.ErrUnavailable
-	case status == http.StatusBadRequest, status == http.StatusRequestEntityTooLarge:
+	case status == http.StatusBadRequest && e.queryError():
+		return sources.ErrInvalid
+	case status == http.StatusRequestEntityTooLarge:
 		return sources.ErrInvalid
 	case status == http.StatusRequestTimeout, status == http.StatusGatewayTimeout:
 		return sources.ErrTimeout
 	default:
-		// 429 (rejected execution, circuit breakers), 5xx, and statuses
-		// that mean we are misconfigured (401, 403, a 404 from a proxy):
-		// nothing the client can fix; try again later.
+		// 429 (rejected execution, circuit breakers), 5xx, other 400s
+		// (media_type_header_exception: Elasticsearch refused our
+		// Accept/Content-Type, our configuration), and statuses that mean
+		// we are misconfigured (401, 403, a 404 from a proxy): nothing
+		// the client can fix; try again later.
 		return sources.ErrUnavailable
 	}
+}
+
+// queryErrors are the error types with which Elasticsearch (7.10 to 8.x)
+// says that a search body is wrong. The list allows rather than denies:
+// a node that is going away fails in more ways than anyone lists, and
+// none of them may tell the client its query is wrong.
+var queryErrors = map[string]bool{
+	"parsing_exception":                   true, // an unknown query type, a field in the wrong place
+	"x_content_parse_exception":           true, // a value of the wrong shape
+	"json_parse_exception":                true, // a body that is not JSON
+	"query_shard_exception":               true, // wildcard on a number, a bad regexp, query_string syntax
+	"parse_exception":                     true, // a date that does not parse
+	"number_format_exception":             true, // a number that does not parse
+	"illegal_argument_exception":          true, // a sort on a text field, an unknown time zone, the result window
+	"action_request_validation_exception": true, // a request that fails validation
+}
+
+// queryError reports whether every error the answer names, at the top
+// (search_phase_execution_exception only wraps the shards' failures), in
+// its root causes and in its shard failures, is an error of the query.
+func (e esError) queryError() bool {
+	return len(e.kinds) > 0 && !slices.ContainsFunc(e.kinds, func(k string) bool { return !queryErrors[k] })
 }
 
 // transportError translates a failure to get or read a response. parent

@@ -183,7 +183,11 @@ func parseTime(s string) (time.Time, bool) {
 type esError struct {
 	typ, reason string
 	causes      []string // "type: reason" of root causes and shard failures
-	noMapping   bool     // a sort on a field the index does not map
+	// kinds are the error types that decide whose fault it is: the top
+	// one (but search_phase_execution_exception, a wrapper), the root
+	// causes' and the shard failures'.
+	kinds     []string
+	noMapping bool // a sort on a field the index does not map
 	// contextMissing: a search context (a point in time) is no more.
 	contextMissing bool
 }
@@ -205,14 +209,19 @@ func parseError(data []byte) esError {
 		e.typ, _ = x.String("type")
 		e.reason, _ = x.String("reason")
 		e.cause(x)
+		if e.typ != "search_phase_execution_exception" {
+			e.kind(x)
+		}
 		rc, _ := x.Get("root_cause")
 		for _, c := range asDocs(rc) {
 			e.cause(c)
+			e.kind(c)
 		}
 		fs, _ := x.Get("failed_shards")
 		for _, f := range asDocs(fs) {
 			r, _ := f.Doc("reason")
 			e.cause(r)
+			e.kind(r)
 		}
 		for c, depth := x, 0; c != nil && depth < 8; depth++ {
 			c, _ = c.Doc("caused_by")
@@ -239,6 +248,18 @@ func (e *esError) cause(d *sources.Doc) {
 	}
 	if c := strings.TrimPrefix(t+": "+r, ": "); c != "" && len(e.causes) < 4 && !slices.Contains(e.causes, c) {
 		e.causes = append(e.causes, c)
+	}
+}
+
+// kind records the error type of d; a cause without one is recorded as
+// "", a type no list knows.
+func (e *esError) kind(d *sources.Doc) {
+	var t string
+	if d != nil {
+		t, _ = d.String("type")
+	}
+	if !slices.Contains(e.kinds, t) {
+		e.kinds = append(e.kinds, t)
 	}
 }
 

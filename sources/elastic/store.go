@@ -293,7 +293,7 @@ func (s *Store) statusError(ctx context.Context, op, index string, status int, d
 		// restarted): the client starts the walk again.
 		return nil, &Error{Op: op, Index: index, Status: status, Type: e.typ, Reason: e.text(), Kind: sources.ErrCursor}
 	}
-	return nil, &Error{Op: op, Index: index, Status: status, Type: e.typ, Reason: e.text(), Kind: statusKind(status, e.typ)}
+	return nil, &Error{Op: op, Index: index, Status: status, Type: e.typ, Reason: e.text(), Kind: statusKind(status, e)}
 }
 
 // Ping asks the cluster for its root document (GET /), for readiness: it

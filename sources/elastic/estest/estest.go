@@ -5,9 +5,9 @@
 // wants from 7.14 on (7.10 does not send it), or as another product. It
 // records every request so tests can assert exactly what was sent, and
 // can be told to fail the way real clusters do: error responses in the
-// servers' own formats, partial results, slowness, refusal. Knowing the
-// index mappings, it refuses sorts and terms aggregations on text fields
-// as Elasticsearch does. It takes search_after, and opens points in time
+// servers' own formats, partial results, slowness, refusal, a connection
+// reset. Knowing the index mappings, it refuses sorts and terms
+// aggregations on text fields as Elasticsearch does. It takes search_after, and opens points in time
 // (POST /<index>/_pit) on a snapshot of the index, searched at
 // POST /_search, renewed by each search's keep_alive and lapsing by its
 // clock; as 8.x it refuses to sort on _id. sources/elastic's
@@ -144,6 +144,9 @@ type Reply struct {
 	// StallBody sends the headers and half the answer, then holds the rest
 	// until the client gives up: a response that starts but never ends.
 	StallBody bool
+	// Reset drops the connection without answering, with a TCP reset:
+	// a node going away under the request.
+	Reset bool
 	// TimedOut and FailedShards answer the search normally but mark the
 	// response partial: "timed_out": true, or that many shards failed
 	// (with their failures listed).
@@ -324,6 +327,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case reply.Held <- struct{}{}:
 		default:
 		}
+	}
+	if reply.Reset {
+		reset(w)
+		return
 	}
 	if reply.Hang {
 		select {
@@ -944,6 +951,18 @@ func totalOf(req *sources.Doc, total int, asInt bool) any {
 		return n
 	}
 	return sources.D("value", n, "relation", rel)
+}
+
+// reset closes the request's connection with a TCP reset.
+func reset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic("estest: cannot take over the connection: " + err.Error())
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
 }
 
 // Canned error bodies, as Elasticsearch 7.17 and 8.x write them.
