@@ -473,23 +473,20 @@ func TestLookupErrors(t *testing.T) {
 	}
 }
 
-// A server slower than the timeout costs the timeout, not more.
+// A server slower than the timeout costs the timeout, not more: the
+// caller sets no deadline and the fake never answers, so only the
+// store's timeout can end the request, as ErrTimeout, after one attempt.
+// How long that took is the machine's business, not the test's.
 func TestFindTimeout(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	f := setup(t, estest.Options{}, timeout)
 	f.fake.Fail(0, estest.Reply{Hang: true})
-	start := time.Now()
 	_, err := f.store.Find(context.Background(), &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)})
-	elapsed := time.Since(start)
 	if !errors.Is(err, sources.ErrTimeout) {
 		t.Fatalf("error %v, want ErrTimeout", err)
 	}
 	if n := len(f.fake.Searches()); n != 1 {
 		t.Errorf("%d attempts, want 1 (no retry after a timeout)", n)
-	}
-	// Generous: this checks the request is bounded by its budget, not speed.
-	if elapsed > 20*timeout {
-		t.Errorf("took %v with a %v timeout", elapsed, timeout)
 	}
 	if err := f.store.Ping(context.Background()); !errors.Is(err, sources.ErrTimeout) {
 		t.Errorf("ping: %v, want ErrTimeout", err)
@@ -538,21 +535,20 @@ func TestFindCancelled(t *testing.T) {
 }
 
 // Unreachable Elasticsearch fails fast as unavailable, and the same store
-// works once Elasticsearch is there.
+// works once Elasticsearch is there. Fast, shown without a stopwatch: the
+// store's timeout is an hour and the caller sets no deadline, so an
+// answer at all (ErrUnavailable, not ErrTimeout) means the refusal ended
+// the request.
 func TestUnreachableThenRecovers(t *testing.T) {
 	url := estest.RefusedURL(t)
-	f := fixture{}.connect(t, url, 0)
+	f := fixture{}.connect(t, url, time.Hour)
 	q := &sources.Query{Resource: resource("items"), Search: decode(t, itemsList)}
-	start := time.Now()
 	_, err := f.store.Find(context.Background(), q)
 	if !errors.Is(err, sources.ErrUnavailable) {
 		t.Fatalf("refused: %v, want ErrUnavailable", err)
 	}
 	if err := f.store.Ping(context.Background()); !errors.Is(err, sources.ErrUnavailable) {
 		t.Errorf("ping refused: %v, want ErrUnavailable", err)
-	}
-	if elapsed := time.Since(start); elapsed > 3*time.Second {
-		t.Errorf("refusal took %v", elapsed)
 	}
 
 	fake := estest.New(t, estest.Options{Addr: strings.TrimPrefix(url, "http://"), Docs: newsroom()})

@@ -38,24 +38,20 @@ func TestUnreachable(t *testing.T) {
 	srv.Stop()
 	// The client is created with the server down: New and Connect do not
 	// dial.
-	e := connect(t, srv, mongosrc.Options{Timeout: 20 * time.Second})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	_, err := e.store.Get(ctx, res("desks"), deskOID)
-	// Server selection gives up after 2 s, long before the operation
-	// timeout and the caller's deadline, which would surface as
-	// ErrTimeout or DeadlineExceeded.
+	// The operation may take an hour and the caller sets no deadline: only
+	// server selection, which ClientOptions caps at 2 s, can end the Get
+	// before the test's own deadline. A stopwatch would only say how busy
+	// the machine is.
+	e := connect(t, srv, mongosrc.Options{Timeout: time.Hour})
+	_, err := e.store.Get(t.Context(), res("desks"), deskOID)
 	if !errors.Is(err, sources.ErrUnavailable) {
 		t.Fatalf("Get with the server down: %v, want ErrUnavailable", err)
-	}
-	if ctx.Err() != nil {
-		t.Errorf("the caller's deadline passed: server selection did not give up early")
 	}
 	checkClean(t, err)
 	if d, ok := err.(detail); !ok || d.Detail() == "" {
 		t.Errorf("error %v carries no detail for the logs", err)
 	}
-	if err := e.store.Ping(ctx); !errors.Is(err, sources.ErrUnavailable) {
+	if err := e.store.Ping(t.Context()); !errors.Is(err, sources.ErrUnavailable) {
 		t.Errorf("Ping with the server down: %v, want ErrUnavailable", err)
 	}
 
@@ -63,6 +59,8 @@ func TestUnreachable(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	for {
 		_, err := e.store.Get(ctx, res("desks"), deskOID)
 		if err == nil {
@@ -94,14 +92,12 @@ func TestSlowServer(t *testing.T) {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	e.srv.Fail(mongotest.Fault{Commands: []string{"find"}, Hang: release})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	_, err := e.store.Get(ctx, res("desks"), deskOID)
+	// The caller sets no deadline and the server never answers: only
+	// Options.Timeout can end the Get, as ErrTimeout (a caller's deadline
+	// would come back as context.DeadlineExceeded).
+	_, err := e.store.Get(t.Context(), res("desks"), deskOID)
 	if !errors.Is(err, sources.ErrTimeout) {
 		t.Fatalf("Get from a hanging server: %v, want ErrTimeout", err)
-	}
-	if ctx.Err() != nil {
-		t.Error("the operation outlived Options.Timeout")
 	}
 	checkClean(t, err)
 }
