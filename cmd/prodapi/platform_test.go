@@ -314,13 +314,7 @@ func waitFeed(t *testing.T, in *instance, mongo *mongotest.Server) {
 func TestPlatformFeedTTLAndInvalidation(t *testing.T) {
 	in, mongo, _ := platform(t, "1m")
 	tok := bearer(t, devSecret, sources.AllScopes...)
-	deadline := time.Now().Add(30 * time.Second)
-	for in.metric(t, "prodapi_feed_leader") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the feed never led")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFeed(t, in, mongo)
 	const target = "/prodapi/v1/desks"
 	_, h, _ := in.get(t, target, tok)
 	cs := h.Get("Cache-Status")
@@ -331,18 +325,9 @@ func TestPlatformFeedTTLAndInvalidation(t *testing.T) {
 	if _, h, _ := in.get(t, target, tok); !strings.Contains(h.Get("Cache-Status"), "; hit") {
 		t.Fatalf("second GET: %q", h.Get("Cache-Status"))
 	}
-	if err := mongo.WaitCommand(context.Background(), "getMore"); err != nil {
-		t.Fatal(err)
-	}
 	mongo.Change("desks", "update", "some-desk")
-	for {
+	waitUntil(t, "the change reaches the desks list", func() bool {
 		_, h, _ := in.get(t, target, tok)
-		if strings.Contains(h.Get("Cache-Status"), "fwd=miss") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the change never reached the desks list: %q", h.Get("Cache-Status"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(h.Get("Cache-Status"), "fwd=miss")
+	})
 }
