@@ -241,8 +241,13 @@ func TestPlatformOutageMidRequest(t *testing.T) {
 		{"connection reset", mongotest.Fault{}, &estest.Reply{Reset: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			rds := realserver.StartRedis(t, 0)
-			in, mongo, es := platform(t, "1s", "REDIS_URL", rds.URL())
+			// Long enough for the warming loads to finish whole on a busy
+			// machine (a degraded enrichment is not stored); a retryable
+			// fault costs each request that long, as the driver retries
+			// until the deadline.
+			in, mongo, es := platform(t, "3s", "REDIS_URL", rds.URL())
 			tok := bearer(t, devSecret, sources.AllScopes...)
 			waitFeed(t, in, mongo)
 			cached, uncached, resource, collection := "/prodapi/v1/desks", "/prodapi/v1/users", "desks", "desks"
