@@ -244,7 +244,16 @@ func TestCursorsAcrossReplicas(t *testing.T) {
 	if status, _, body := f.get(t, nextOf(e, ""), ""); status != 400 || !strings.Contains(string(body), `"cursor: `) {
 		t.Errorf("a replica with no shared secret: %d %.300s, want a 400 naming cursor", status, body)
 	}
-	if !strings.Contains(e.stderr.String(), warning) || strings.Contains(a.stderr.String(), warning) || strings.Contains(c.stderr.String(), warning) {
-		t.Errorf("the warning for a process's own key: %q", e.stderr)
+	// Log lines reach stderr from a batching writer, a moment after they
+	// are logged: wait for each process's "listening" line, logged after
+	// the warning would be.
+	for _, in := range []*instance{a, c, e} {
+		waitUntil(t, "the listening line", func() bool { return strings.Contains(in.stderr.String(), `"msg":"listening"`) })
+	}
+	if !strings.Contains(e.stderr.String(), warning) {
+		t.Errorf("a process with no shared secret does not warn of a key of its own: %q", e.stderr)
+	}
+	if strings.Contains(a.stderr.String(), warning) || strings.Contains(c.stderr.String(), warning) {
+		t.Errorf("a process with a shared secret warns of a key of its own: %q %q", a.stderr, c.stderr)
 	}
 }
