@@ -235,7 +235,8 @@ func IDString(v any) (string, bool) {
 
 // DateLayout is how datetimes render in responses (the original's
 // DATE_FORMAT, "%Y-%m-%dT%H:%M:%S+0000", with a literal +0000 in UTC),
-// and the one string form `where` turns into a date.
+// and the string form the original's `where` turned into a date
+// (ParseWhereDate reads RFC 3339 too).
 const DateLayout = "2006-01-02T15:04:05+0000"
 
 // ParseDate parses a string in DateLayout.
@@ -245,4 +246,26 @@ func ParseDate(s string) (time.Time, bool) {
 	}
 	t, err := time.Parse(DateLayout, s)
 	return t, err == nil
+}
+
+// ParseWhereDate reads a date literal of a MongoDB `where`: a string in
+// DateLayout, as the original read it, or an RFC 3339 date-time
+// (2026-11-20T00:00:00Z, 2026-11-20T01:00:00+01:00, fractional seconds),
+// which the original compared as a string and so silently matched
+// nothing. A date alone (2026-11-20) stays a string. The time is in UTC,
+// truncated to the millisecond, the precision MongoDB stores dates in,
+// so that every backend compares the same instant.
+func ParseWhereDate(s string) (time.Time, bool) {
+	t, ok := ParseDate(s)
+	if !ok {
+		// Cheap refusal first: where values are mostly not dates.
+		if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[10] != 'T' {
+			return time.Time{}, false
+		}
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return t.UTC().Truncate(time.Millisecond), true
 }

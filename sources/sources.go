@@ -88,7 +88,8 @@ type Query struct {
 	Page, MaxResults int
 	// Where is the validated Mongo filter of a document-database list,
 	// nil for none. A 24-hex string in it matches an ObjectID or the
-	// string; a string in DateLayout matches a date or the string.
+	// string; a date string (DateLayout or RFC 3339, ParseWhereDate)
+	// matches a date or the string.
 	Where *Doc
 	// Sort of a document-database list; the parser fills in the
 	// resource's default.

@@ -80,7 +80,8 @@
 // (where.go): nothing reaches the server unless it was recognised, and
 // documents inside values may not hold $-keys. Values follow the Eve rule
 // as this service states it: a 24-hex string matches an ObjectId or the
-// string, a DateLayout string a date or the string, so equality becomes
+// string, a date string (DateLayout, as Eve read it, or RFC 3339: see
+// sources.ParseWhereDate) a date or the string, so equality becomes
 // {$in: [converted, original]}, $ne becomes $nin, $in/$nin/$all carry
 // both forms; $gt/$gte/$lt/$lte compare with the converted value. Where
 // the two forms cannot be written inside $elemMatch's operator form, Eve's

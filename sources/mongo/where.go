@@ -33,8 +33,9 @@ func whereError(format string, args ...any) error {
 // grammar, values are copied, and documents inside values may not hold
 // $-keys.
 //
-// A 24-hex string matches an ObjectId or the same string, and a string in
-// sources.DateLayout matches a date or the same string: equality becomes
+// A 24-hex string matches an ObjectId or the same string, and a date
+// string (sources.ParseWhereDate: the API's own format or RFC 3339)
+// matches a date or the same string: equality becomes
 // {$in: [converted, original]}, $ne becomes $nin, $in/$nin/$all get both
 // forms of each element. $gt/$gte/$lt/$lte compare with the converted
 // value, as Eve did. Where the two-form rule cannot be written (several
@@ -511,13 +512,14 @@ func literal(v any, depth int) (any, error) {
 	return nil, whereError("unsupported value type %T", v)
 }
 
-// convert applies Eve's _mongotize to a literal: a DateLayout string
-// becomes a time.Time, then any 24-hex string an ObjectID, recursively. It
-// reports whether anything changed. The literal is not modified.
+// convert applies Eve's _mongotize to a literal: a date string (the API's
+// format, as Eve read it, or RFC 3339) becomes a time.Time, then any
+// 24-hex string an ObjectID, recursively. It reports whether anything
+// changed. The literal is not modified.
 func convert(v any) (any, bool) {
 	switch v := v.(type) {
 	case string:
-		if t, ok := sources.ParseDate(v); ok {
+		if t, ok := sources.ParseWhereDate(v); ok {
 			return t, true
 		}
 		if id, ok := sources.ParseObjectID(v); ok {

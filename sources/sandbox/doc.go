@@ -45,10 +45,11 @@
 // numbers < strings < documents < arrays < ObjectId < bool < date), and
 // sorts follow that order, an array sorting by its smallest element
 // ascending and its largest descending, [] before null. Eve's rule for
-// strings: a 24-hex string matches an ObjectID or that string, a string in
-// sources.DateLayout matches an equal date or that string (equality, $in,
-// $nin, $ne, $all); for $gt/$gte/$lt/$lte they compare as the ObjectID or
-// date Eve converted them to. Integers are BSON int (16) when they fit in
+// strings: a 24-hex string matches an ObjectID or that string, a date
+// string (sources.DateLayout or RFC 3339, sources.ParseWhereDate) matches
+// an equal date or that string (equality, $in, $nin, $ne, $all); for
+// $gt/$gte/$lt/$lte they compare as the ObjectID or date Eve converted
+// them to. Integers are BSON int (16) when they fit in
 // 32 bits and long (18) otherwise, for $type.
 //
 // Approximations: geo operators are evaluated on the plane of [lng, lat]

@@ -14,9 +14,10 @@ import (
 // Match reports whether doc matches the MongoDB filter, with MongoDB's
 // semantics for the validated where grammar (see the package comment)
 // and the Eve rule for strings: in equality, $in, $nin, $ne and $all a
-// 24-hex string matches an ObjectID or the same string, and a string in
-// sources.DateLayout matches an equal date or the same string; for $gt,
-// $gte, $lt and $lte they compare as the ObjectID or the date. Typed
+// 24-hex string matches an ObjectID or the same string, and a date string
+// (sources.ParseWhereDate: the API's format or RFC 3339) matches an equal
+// date or the same string; for $gt, $gte, $lt and $lte they compare as
+// the ObjectID or the date. Typed
 // ObjectID and time.Time values in the filter, as a driver sends them,
 // match only values of their own type.
 //
@@ -272,7 +273,7 @@ func looseEqual(v, f any, eve bool, depth int) bool {
 			if !eve {
 				return false
 			}
-			t, ok := sources.ParseDate(f)
+			t, ok := sources.ParseWhereDate(f)
 			return ok && t.Equal(v)
 		}
 		return false
@@ -344,11 +345,11 @@ func checkValue(v any, depth int) error {
 }
 
 // eveConvert converts strings as Eve's _mongotize did: 24-hex strings to
-// ObjectIDs, DateLayout strings to dates, recursively.
+// ObjectIDs, date strings (sources.ParseWhereDate) to dates, recursively.
 func eveConvert(v any) any {
 	switch v := normalize(v).(type) {
 	case string:
-		if t, ok := sources.ParseDate(v); ok {
+		if t, ok := sources.ParseWhereDate(v); ok {
 			return t
 		}
 		if id, ok := sources.ParseObjectID(v); ok {
@@ -509,7 +510,7 @@ func newInSet(list []any, eve bool) *inSet {
 			if id, ok := sources.ParseObjectID(e); ok {
 				s.oids[id] = struct{}{}
 			}
-			if t, ok := sources.ParseDate(e); ok {
+			if t, ok := sources.ParseWhereDate(e); ok {
 				s.dates = append(s.dates, t)
 			}
 		case sources.ObjectID:

@@ -82,7 +82,8 @@ func TestMatch(t *testing.T) {
 		{"hex inside sub-document equality", `{"a": {"u": ` + oidA + `}}`, `{"a": {"u": "5d76113ab3af37dea3a2eb91"}}`, true},
 		{"date string matches date", `{"d": {"$date": "2019-09-10T15:00:00Z"}}`, `{"d": "2019-09-10T15:00:00+0000"}`, true},
 		{"date string matches string", `{"d": "2019-09-10T15:00:00+0000"}`, `{"d": "2019-09-10T15:00:00+0000"}`, true},
-		{"other date form is only a string", `{"d": {"$date": "2019-09-10T15:00:00Z"}}`, `{"d": "2019-09-10T15:00:00.000Z"}`, false},
+		{"RFC 3339 date string matches date", `{"d": {"$date": "2019-09-10T15:00:00Z"}}`, `{"d": "2019-09-10T16:00:00.000+01:00"}`, true},
+		{"a date alone is only a string", `{"d": {"$date": "2019-09-10T00:00:00Z"}}`, `{"d": "2019-09-10"}`, false},
 		{"typed date", `{"d": {"$date": "2019-09-10T15:00:00Z"}}`, `{"d": {"$date": "2019-09-10T15:00:00.000Z"}}`, true},
 
 		// $eq $ne.

@@ -502,7 +502,7 @@ func notFoundCases() []notFoundCase {
 
 func findCases() []findCase {
 	byName := asc("name")
-	return []findCase{
+	return append([]findCase{
 		{name: "desks by name", resource: "desks", sort: byName, want: []string{d1, d2, d3, d4}, total: 4},
 		{name: "page 2", resource: "desks", sort: byName, page: 2, max: 2, want: []string{d3, d4}, total: 4},
 		{name: "past the end", resource: "desks", sort: byName, page: 3, max: 2, want: []string{}, total: 4},
@@ -572,7 +572,52 @@ func findCases() []findCase {
 		{name: "$in hex, ObjectID and string fields", resource: "events_history", where: `{"user_id": {"$in": ["` + u1 + `", "` + u3 + `"]}}`, sort: asc("_updated"), want: []string{h1, h3}, total: 2},
 		{name: "events_files by media", resource: "events_files", where: `{"filemeta.media_id": "675000000000000000000001"}`, sort: asc("_updated"), want: []string{f1}, total: 1},
 		{name: "events_files $lt", resource: "events_files", where: `{"filemeta.length": {"$lt": 1000}}`, sort: asc("_updated"), want: []string{f2}, total: 1},
+	}, dateFormCases()...)
+}
+
+// dateFormCases hold RFC 3339 date-times in a where to the original's
+// date format: each case of the +0000 form is repeated with the same
+// instants spelt with Z, an offset and fractional seconds, and must find
+// the same documents. The desks' _updated are dates (d2 2024-01-02, d1
+// 01-03, d3 01-05, each at 10:00 UTC) except d4's, the string
+// "2024-01-04T10:00:00+0000", which only its own spelling matches.
+func dateFormCases() []findCase {
+	byName := asc("name")
+	var out []findCase
+	for _, c := range []struct {
+		name  string
+		where string // with %s for the date, "%s" where it is a string
+		forms []string
+		want  []string
+	}{
+		{"equality", `{"_updated": %q}`, []string{"2024-01-03T10:00:00+0000", "2024-01-03T10:00:00Z",
+			"2024-01-03T11:00:00+01:00", "2024-01-03T05:00:00-05:00", "2024-01-03T10:00:00.000Z"}, []string{d1}},
+		{"$gte", `{"_updated": {"$gte": %q}}`, []string{"2024-01-03T10:00:00+0000", "2024-01-03T10:00:00Z",
+			"2024-01-03T12:00:00+02:00", "2024-01-03T10:00:00.000+00:00"}, []string{d1, d3}},
+		{"$lt", `{"_updated": {"$lt": %q}}`, []string{"2024-01-03T10:30:00+0000", "2024-01-03T10:30:00Z",
+			"2024-01-03T09:30:00-01:00", "2024-01-03T10:30:00.000Z"}, []string{d1, d2}},
+		{"$gt between milliseconds", `{"_updated": {"$gt": %q}}`, []string{"2024-01-03T09:59:59+0000",
+			"2024-01-03T09:59:59.999Z", "2024-01-03T10:59:59.5+01:00"}, []string{d1, d3}},
+		{"$in", `{"_updated": {"$in": [%q, "2024-01-05T10:00:00Z"]}}`, []string{"2024-01-02T10:00:00+0000",
+			"2024-01-02T10:00:00Z", "2024-01-02T11:00:00+01:00"}, []string{d2, d3}},
+		{"$nin", `{"_updated": {"$nin": [%q]}}`, []string{"2024-01-03T10:00:00+0000", "2024-01-03T10:00:00Z",
+			"2024-01-03T10:00:00.000-00:00"}, []string{d2, d3, d4}},
+	} {
+		for _, form := range c.forms {
+			out = append(out, findCase{name: "date forms/" + c.name + " " + form, resource: "desks",
+				where: fmt.Sprintf(c.where, form), sort: byName, want: c.want, total: len(c.want)})
+		}
 	}
+	return append(out,
+		// A date stored as a string matches its own spelling only.
+		findCase{name: "date forms/a string date matches its own spelling", resource: "desks",
+			where: `{"_updated": "2024-01-04T10:00:00+0000"}`, sort: byName, want: []string{d4}, total: 1},
+		findCase{name: "date forms/a string date is not an RFC 3339 date", resource: "desks",
+			where: `{"_updated": "2024-01-04T10:00:00Z"}`, sort: byName, want: []string{}, total: 0},
+		// A date alone stays a string: it compares with d4's string only.
+		findCase{name: "date forms/a date alone is a string", resource: "desks",
+			where: `{"_updated": {"$gte": "2024-01-03"}}`, sort: byName, want: []string{d4}, total: 1},
+	)
 }
 
 func searchCases() []searchCase {
