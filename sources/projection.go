@@ -2,6 +2,31 @@ package sources
 
 import "strings"
 
+// Project applies to d, a document of q's answer once shaped, the fields
+// the answer may carry. A client's projection works inside the resource's
+// own projection where the resource has one (Resource.Projection: items,
+// contacts), as Eve intersects them: once a client chose fields (a
+// projection, inclusive or exclusive, or a _source filter in a search
+// body), on a list or a detail, nothing outside the resource's projection
+// comes back, whatever the client named. Without a client's choice a list
+// keeps every stored field, as the original's lists do, and a detail has
+// had the resource's projection applied by its shaping (package enrich).
+// An exclusion drops its fields (Eve 1.1.2 ignored exclusions).
+func (q *Query) Project(d *Doc) {
+	if q.Resource != nil && q.Resource.Projection != nil && q.narrowed() {
+		Projection{Fields: q.Resource.Projection}.Apply(d)
+	}
+	q.Fields.Apply(d)
+}
+
+// narrowed reports whether the client chose the fields of the answer.
+func (q *Query) narrowed() bool {
+	if !q.Fields.IsZero() {
+		return true
+	}
+	return q.Search != nil && q.Search.Has("_source")
+}
+
 // Apply projects d in place: an inclusive projection keeps _id and the
 // named fields (dotted names reach into sub-documents and arrays of them);
 // an exclusive one drops the named fields. It is both the client's

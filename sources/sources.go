@@ -98,7 +98,8 @@ type Query struct {
 	// list: query, sort, size, from and, when asked, aggs, post_filter,
 	// _source and track_total_hits. Legacy syntax is already rewritten.
 	Search *Doc
-	// Fields is the client's projection, applied to the documents served.
+	// Fields is the client's projection, applied to the documents served
+	// inside the resource's own (Project).
 	Fields Projection
 	// Params are the request's parameters in canonical form, except page
 	// and max_results, in link order: where, sort, then the rest by name.

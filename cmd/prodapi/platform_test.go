@@ -31,7 +31,14 @@ import (
 // more environment (name, value, ...).
 func platform(t *testing.T, backendTimeout string, kv ...string) (*instance, *mongotest.Server, *estest.Server) {
 	t.Helper()
-	docs, err := sourcestest.Fixtures(sampleDir)
+	return platformOf(t, sampleDir, backendTimeout, kv...)
+}
+
+// platformOf is platform seeded with the documents of dir, a sandbox
+// directory, instead of the sample's.
+func platformOf(t *testing.T, dir, backendTimeout string, kv ...string) (*instance, *mongotest.Server, *estest.Server) {
+	t.Helper()
+	docs, err := sourcestest.Fixtures(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

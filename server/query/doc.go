@@ -29,7 +29,8 @@
 //	              anything but an object (an array too) is a 400. Any 1
 //	              makes it inclusive (0s then ignored). projections
 //	              (eve-elastic's list, ["f", ...]) is its alias on search
-//	              lists when projection is absent.
+//	              lists when projection is absent. The answer applies it
+//	              inside the resource's own projection (Query.Project).
 //	source        search lists: an Elasticsearch body (below).
 //	filter        search lists: one query, added to query.bool.filter.
 //	q, df, default_operator

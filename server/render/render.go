@@ -1,9 +1,10 @@
 // Package render turns a query into its representation: it reads the
 // backend, has the enricher shape the documents, applies the client's
-// projection, adds Eve's _links and encodes the JSON. cmd/prodapi hands
-// the Renderer to the cache as its loader, so a request goes server →
-// cache → render → enrich and sources, and never comes back up: this
-// package imports neither server nor cache, and what it produces
+// projection inside the resource's (sources.Query.Project), adds Eve's
+// _links and encodes the JSON. cmd/prodapi hands the Renderer to the
+// cache as its loader, so a request goes server → cache → render →
+// enrich and sources, and never comes back up: this package imports
+// neither server nor cache, and what it produces
 // (sources.Representation) is named beneath all of them.
 package render
 
@@ -69,7 +70,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
-	q.Fields.Apply(doc) // _links come after, never projected away
+	q.Project(doc) // _links come after, never projected away
 	if !res.NoLinks {
 		l := itemLinks(q, docID(doc, q.ID))
 		appendLinks(l, links, 0)
@@ -101,7 +102,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
-		q.Fields.Apply(d)
+		q.Project(d)
 		if !res.NoLinks {
 			l := sources.NewDoc(sources.Field{Key: "self", Value: sources.Link(res.ItemTitle, res.Name+"/"+docID(d, ""))})
 			appendLinks(l, links, i)

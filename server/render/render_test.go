@@ -144,13 +144,15 @@ func TestRenderListLinks(t *testing.T) {
 func TestRenderList(t *testing.T) {
 	oid, _ := sources.ParseObjectID("5d76113ab3af37dea3a2eb92")
 	store := fakeReader{result: &sources.Result{Total: 2, Docs: []*sources.Doc{
-		sources.D("_id", oid, "name", "Arts", "_updated", "2026-11-20T09:15:00.000Z"),
-		sources.D("_id", "x", "name", "News", "_links", sources.D("self", "stale")),
+		sources.D("_id", oid, "headline", "Arts", "name", "a", "_updated", "2026-11-20T09:15:00.000Z"),
+		sources.D("_id", "x", "headline", "News", "_links", sources.D("self", "stale")),
 	}, Aggregations: sources.D("type", sources.D("buckets", []any{}))}}
+	// The client's exclusion works inside the items' projection: name,
+	// outside it, goes too.
 	rep, body := render(t, New(store, noEnrich), &sources.Query{Resource: res("items"), Page: 1, MaxResults: 25,
 		Fields: sources.Projection{Fields: []string{"_updated"}, Exclude: true}})
-	want := `{"_items":[{"_id":"5d76113ab3af37dea3a2eb92","name":"Arts","_links":{"self":{"title":"Item","href":"items/5d76113ab3af37dea3a2eb92"},"planning":{"title":"Planning","href":"planning/p1"}}},` +
-		`{"_id":"x","name":"News","_links":{"self":{"title":"Item","href":"items/x"},"planning":{"title":"Planning","href":"planning/p1"}}}],` +
+	want := `{"_items":[{"_id":"5d76113ab3af37dea3a2eb92","headline":"Arts","_links":{"self":{"title":"Item","href":"items/5d76113ab3af37dea3a2eb92"},"planning":{"title":"Planning","href":"planning/p1"}}},` +
+		`{"_id":"x","headline":"News","_links":{"self":{"title":"Item","href":"items/x"},"planning":{"title":"Planning","href":"planning/p1"}}}],` +
 		`"_links":{"parent":{"title":"home","href":"/"},"self":{"title":"Item","href":"items"}},"_meta":{"page":1,"max_results":25,"total":2},` +
 		`"_aggregations":{"type":{"buckets":[]}}}`
 	if diff := cmp.Diff(want, body); diff != "" {
