@@ -32,7 +32,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/prodapi /out/prodapi-seed /
 USER nonroot:nonroot
 EXPOSE 5500
-# /readyz answers 200 while MongoDB or Elasticsearch (or the sandbox) can
-# serve; `prodapi healthcheck` probes it on 127.0.0.1:$PORT.
+# /readyz answers 200 while this replica serves, whatever the backends
+# (PRODAPI_READY_REQUIRES_BACKENDS=true ties it to them); `prodapi
+# healthcheck` probes it on 127.0.0.1:$PORT.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["/prodapi", "healthcheck"]
 ENTRYPOINT ["/prodapi"]

@@ -94,6 +94,7 @@ type Config struct {
 	AdminSecret Secret // PRODAPI_ADMIN_SECRET
 
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
+	ShutdownDelay     time.Duration // PRODAPI_SHUTDOWN_DELAY: unready, still serving, before the drain
 	ReadHeaderTimeout time.Duration // PRODAPI_READ_HEADER_TIMEOUT
 	ReadTimeout       time.Duration // PRODAPI_READ_TIMEOUT
 	WriteTimeout      time.Duration // PRODAPI_WRITE_TIMEOUT
@@ -101,6 +102,10 @@ type Config struct {
 	// MaxConns caps the client connections held open; at the cap a new
 	// connection closes the longest idle one (PRODAPI_MAX_CONNS).
 	MaxConns int
+	// ReadyRequiresBackends makes /readyz answer 503 while no backend can
+	// answer (PRODAPI_READY_REQUIRES_BACKENDS); by default readiness is
+	// the replica's own.
+	ReadyRequiresBackends bool
 
 	Tracing Tracing
 
@@ -335,11 +340,14 @@ func LoadFrom(e Env) (Config, error) {
 		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
 
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
+		ShutdownDelay:     p.duration("PRODAPI_SHUTDOWN_DELAY", 0),
 		ReadHeaderTimeout: p.duration("PRODAPI_READ_HEADER_TIMEOUT", defaultReadHeaderTimeout),
 		ReadTimeout:       p.duration("PRODAPI_READ_TIMEOUT", defaultReadTimeout),
 		WriteTimeout:      p.duration("PRODAPI_WRITE_TIMEOUT", defaultWriteTimeout),
 		IdleTimeout:       p.duration("PRODAPI_IDLE_TIMEOUT", defaultIdleTimeout),
 		MaxConns:          int(min(max(p.int("PRODAPI_MAX_CONNS", defaultMaxConns), 0), 1<<30)),
+
+		ReadyRequiresBackends: p.bool("PRODAPI_READY_REQUIRES_BACKENDS", false),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")

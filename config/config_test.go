@@ -52,6 +52,8 @@ func TestDefaults(t *testing.T) {
 		{"AssetTTL", c.Cache.AssetTTL, 10 * time.Minute},
 		{"ShutdownGrace", c.ShutdownGrace, 10 * time.Second},
 		{"MaxConns", c.MaxConns, 4096},
+		{"ShutdownDelay", c.ShutdownDelay, time.Duration(0)},
+		{"ReadyRequiresBackends", c.ReadyRequiresBackends, false},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -105,6 +107,7 @@ func TestOverrides(t *testing.T) {
 		"PRODAPI_AUTH_ENABLED", "Off", "PRODAPI_CACHE_TTL", "30", "PRODAPI_CACHE_TTL_ITEMS", "5s",
 		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
+		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +123,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
+	}
+	if c.ShutdownDelay != 5*time.Second || !c.ReadyRequiresBackends {
+		t.Errorf("ShutdownDelay %s, ReadyRequiresBackends %v; want 5s, true", c.ShutdownDelay, c.ReadyRequiresBackends)
 	}
 	if c.ObjStore.Subfolder != "media" || c.AuthLeeway != 30*time.Second || c.Cache.LocalBytes != -1 {
 		t.Errorf("subfolder %q leeway %v", c.ObjStore.Subfolder, c.AuthLeeway)
@@ -137,13 +143,14 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"AUTH_LEEWAY", "5m", "PRODAPI_CACHE_STALE", "-1s", "PRODAPI_URL_PREFIX", "a b",
 		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m", "PRODAPI_MAX_CONNS", "0",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
+		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 	))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
-		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET"} {
+		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

@@ -87,6 +87,10 @@ var settings = []Setting{
 	{Name: "PRODAPI_ADMIN_ADDR", Help: "operator listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
 	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the operator listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
 	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
+	{Name: "PRODAPI_SHUTDOWN_DELAY", Help: "on SIGTERM, how long /readyz answers 503 while the listener still serves, before the drain", Value: func(c Config) string { return Duration(c.ShutdownDelay) }},
+	{Name: "PRODAPI_READY_REQUIRES_BACKENDS", Help: "true: /readyz answers 503 while no backend can answer (default: readiness is the replica's own)", Value: func(c Config) string {
+		return strconv.FormatBool(c.ReadyRequiresBackends)
+	}},
 	{Name: "PRODAPI_READ_HEADER_TIMEOUT", Help: "time to read a request's headers", Value: func(c Config) string { return Duration(c.ReadHeaderTimeout) }},
 	{Name: "PRODAPI_READ_TIMEOUT", Help: "time to read a whole request (0: none)", Value: func(c Config) string { return Duration(c.ReadTimeout) }},
 	{Name: "PRODAPI_WRITE_TIMEOUT", Help: "time to write a response (0: none); above twice PRODAPI_BACKEND_TIMEOUT", Value: func(c Config) string { return Duration(c.WriteTimeout) }},

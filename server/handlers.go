@@ -207,27 +207,24 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(`{"status":"ok"}`))
 }
 
-// handleReady probes every check at once, each under a second: ready
-// (200) while some critical check passes (or there are none), otherwise
-// 503. The body names each check's state, never an error's text.
+// handleReady answers whether this replica takes traffic, and how its
+// dependencies are. Readiness is the replica's own: 200 while it serves,
+// 503 once it drains (Drain, on SIGTERM) so that load balancers stop
+// sending before the listener closes. A backend outage does not make it
+// unready: every replica shares the backends, and a fleet that turned
+// unready together would have no endpoint left to serve its stale
+// entries from. With Options.ReadyRequiresBackends it also answers 503
+// while no critical check passes, as readiness did before.
+//
+// Every check is probed at once, each under a second; the body names
+// each one's state, never an error's text: {"status": "ready" (all
+// pass), "degraded" (some fail), "unavailable" (no backend, when that
+// decides) or "draining", "checks": {...}}. Each probe also sets
+// prodapi_check_up{check}.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
-	states := make([]string, len(s.checks))
-	var wg sync.WaitGroup
-	for i, c := range s.checks {
-		wg.Go(func() {
-			switch err := c.Probe(ctx); {
-			case err == nil:
-				states[i] = "ok"
-			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sources.ErrTimeout):
-				states[i] = "timeout"
-			default:
-				states[i] = "unavailable"
-			}
-		})
-	}
-	wg.Wait()
+	states := s.probe(ctx)
 	checks := sources.NewDoc()
 	critical, up, allUp := 0, 0, true
 	for i, c := range s.checks {
@@ -244,7 +241,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	status, code := "ready", http.StatusOK
 	switch {
-	case critical > 0 && up == 0:
+	case s.draining.Load():
+		status, code = "draining", http.StatusServiceUnavailable
+	case s.requireBackends && critical > 0 && up == 0:
 		status, code = "unavailable", http.StatusServiceUnavailable
 	case !allUp:
 		status = "degraded"
@@ -254,6 +253,34 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	w.Write(body)
+}
+
+// probe runs every check at once and returns their states in order: ok,
+// timeout or unavailable. It records each in prodapi_check_up.
+func (s *Server) probe(ctx context.Context) []string {
+	states := make([]string, len(s.checks))
+	var wg sync.WaitGroup
+	for i, c := range s.checks {
+		wg.Go(func() {
+			switch err := c.Probe(ctx); {
+			case err == nil:
+				states[i] = "ok"
+			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sources.ErrTimeout):
+				states[i] = "timeout"
+			default:
+				states[i] = "unavailable"
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range s.checks {
+		v := 0.0
+		if states[i] == "ok" {
+			v = 1
+		}
+		s.checkUp.Set(v, c.Name)
+	}
+	return states
 }
 
 // handleMetrics exposes the registry: OpenMetrics when the scraper asks

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -34,8 +35,16 @@ type Options struct {
 	Auth    AuthOptions
 	// Assets serves /assets/<media_id>; nil answers 404.
 	Assets sources.AssetStore
-	// Checks are probed by /readyz.
+	// Checks are probed by /readyz, which reports each one's state in its
+	// body and in prodapi_check_up{check}.
 	Checks []Check
+	// ReadyRequiresBackends makes readiness depend on the backends
+	// (PRODAPI_READY_REQUIRES_BACKENDS): /readyz answers 503 while no
+	// critical check passes. By default readiness is the replica's own,
+	// 200 until it drains: every replica shares the backends, so in an
+	// outage a rule on them would take the whole fleet out at once, and
+	// with it the stale entries it would serve.
+	ReadyRequiresBackends bool
 	// Metrics are exposed at /metrics; nil exposes an empty registry.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
@@ -68,9 +77,11 @@ type Options struct {
 // A Check is one dependency /readyz probes.
 type Check struct {
 	Name string
-	// Critical checks decide readiness: the service is ready while at
-	// least one critical check passes (or there are none). Others only
-	// degrade it (Redis).
+	// Critical checks are the backends that answer requests (MongoDB,
+	// Elasticsearch, the sandbox); others only degrade the service
+	// (Redis, the change feed). With Options.ReadyRequiresBackends the
+	// service is ready while at least one critical check passes (or there
+	// are none).
 	Critical bool
 	Probe    func(ctx context.Context) error
 }
@@ -116,6 +127,11 @@ type Server struct {
 	durations      *durationTable
 	metricsHandler http.Handler
 	tracer         trace.Tracer // nil: no spans
+
+	// requireBackends and draining decide /readyz (handleReady).
+	requireBackends bool
+	draining        atomic.Bool
+	checkUp         *metrics.Gauge
 }
 
 // New returns a server answering list and detail requests with load.
@@ -134,6 +150,7 @@ func New(load Loader, opts Options) *Server {
 	if opts.TrustedProxyHeader != "" {
 		s.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
 	}
+	s.requireBackends = opts.ReadyRequiresBackends
 	if s.baseURL == "" {
 		s.baseURL = "http://localhost:5500"
 	}
@@ -155,6 +172,8 @@ func New(load Loader, opts Options) *Server {
 	}
 	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
+	s.checkUp = s.metrics.Gauge("prodapi_check_up",
+		"1 while the named check of /readyz (mongo, elastic, sandbox, redis, change_feed) passed its last probe, 0 while it failed.", "check")
 	s.inFlight = s.metrics.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series()
 	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
 		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
@@ -185,6 +204,11 @@ func newCursors(secret []byte, now func() time.Time) *query.Cursors {
 	}
 	return c
 }
+
+// Drain marks the server as draining: /readyz answers 503 from then on,
+// so that load balancers stop sending before the listener closes. main
+// calls it on SIGTERM, before http.Server.Shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.
 func homeBody() []byte {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 const (
@@ -27,6 +28,7 @@ const (
 
 type testServer struct {
 	*httptest.Server
+	srv   *Server
 	loads atomic.Int64
 }
 
@@ -42,7 +44,8 @@ func newTestServer(t *testing.T, load LoaderFunc, edit ...func(*Options)) *testS
 		ts.loads.Add(1)
 		return load(ctx, q)
 	})
-	ts.Server = httptest.NewServer(New(counting, opts).Handler())
+	ts.srv = New(counting, opts)
+	ts.Server = httptest.NewServer(ts.srv.Handler())
 	t.Cleanup(ts.Close)
 	return ts
 }
@@ -424,30 +427,62 @@ func TestAssets(t *testing.T) {
 	}
 }
 
+// Readiness is the replica's own: ready while it serves, whatever the
+// backends, unready once it drains; backends decide it only when asked
+// to. Each check's state is in the body and in prodapi_check_up.
 func TestReady(t *testing.T) {
 	up := func(context.Context) error { return nil }
 	down := func(context.Context) error { return fmt.Errorf("x: %w", sources.ErrUnavailable) }
+	slow := func(context.Context) error { return fmt.Errorf("x: %w", sources.ErrTimeout) }
+	allDown := []Check{{"mongo", true, down}, {"elastic", true, slow}, {"redis", false, up}}
 	for _, tc := range []struct {
-		name   string
-		checks []Check
-		status int
-		body   string
+		name            string
+		checks          []Check
+		requireBackends bool
+		drain           bool
+		status          int
+		body            string
+		up0, up1, up2   float64
+		notProbed       bool
 	}{
-		{"none", nil, 200, `{"status":"ready","checks":{}}`},
-		{"all up", []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, 200,
-			`{"status":"ready","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`},
-		{"redis down", []Check{{"sandbox", true, up}, {"redis", false, down}}, 200,
-			`{"status":"degraded","checks":{"sandbox":"ok","redis":"unavailable"}}`},
-		{"one platform source down", []Check{{"mongo", true, down}, {"elastic", true, up}}, 200,
-			`{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`},
-		{"all down", []Check{{"mongo", true, down}, {"elastic", true, down}, {"redis", false, up}}, 503,
-			`{"status":"unavailable","checks":{"mongo":"unavailable","elastic":"unavailable","redis":"ok"}}`},
+		{name: "none", status: 200, body: `{"status":"ready","checks":{}}`, notProbed: true},
+		{name: "all up", checks: []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, status: 200,
+			body: `{"status":"ready","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`, up0: 1, up1: 1, up2: 1},
+		{name: "redis down", checks: []Check{{"sandbox", true, up}, {"redis", false, down}}, status: 200,
+			body: `{"status":"degraded","checks":{"sandbox":"ok","redis":"unavailable"}}`, up0: 1},
+		{name: "one platform source down", checks: []Check{{"mongo", true, down}, {"elastic", true, up}}, status: 200,
+			body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`, up1: 1},
+		{name: "every backend down: still ready", checks: allDown, status: 200,
+			body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"timeout","redis":"ok"}}`, up2: 1},
+		{name: "every backend down, readiness requiring them", checks: allDown, requireBackends: true, status: 503,
+			body: `{"status":"unavailable","checks":{"mongo":"unavailable","elastic":"timeout","redis":"ok"}}`, up2: 1},
+		{name: "one backend up, readiness requiring them", checks: []Check{{"mongo", true, down}, {"elastic", true, up}},
+			requireBackends: true, status: 200, body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`, up1: 1},
+		{name: "draining", checks: []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, drain: true, status: 503,
+			body: `{"status":"draining","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`, up0: 1, up1: 1, up2: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newTestServer(t, staticLoader(nil, nil), func(o *Options) { o.Checks = tc.checks })
+			reg := metrics.NewMetrics()
+			ts := newTestServer(t, staticLoader(nil, nil), func(o *Options) {
+				o.Checks, o.ReadyRequiresBackends, o.Metrics = tc.checks, tc.requireBackends, reg
+			})
+			if tc.drain {
+				ts.srv.Drain()
+			}
 			res := do(t, ts, "GET", "/readyz")
 			if res.status != tc.status || res.body != tc.body {
 				t.Errorf("got %d %s, want %d %s", res.status, res.body, tc.status, tc.body)
+			}
+			gauge := reg.Gauge("prodapi_check_up", "", "check")
+			for i, want := range []float64{tc.up0, tc.up1, tc.up2} {
+				if i < len(tc.checks) {
+					if got := gauge.Value(tc.checks[i].Name); got != want {
+						t.Errorf("prodapi_check_up{check=%q} = %v, want %v", tc.checks[i].Name, got, want)
+					}
+				}
+			}
+			if m := do(t, ts, "GET", "/metrics"); strings.Contains(m.body, "prodapi_check_up{") == tc.notProbed {
+				t.Errorf("/metrics with %d checks:\n%s", len(tc.checks), m.body)
 			}
 		})
 	}

@@ -48,6 +48,9 @@ type instance struct {
 	admin          string // the admin listener's http://127.0.0.1:port, when there is one
 	stdout, stderr *syncBuffer
 	stop           func() error // cancels run and returns its error
+	// onDrain, when set before stop, runs once the server drains and
+	// before its listener closes.
+	onDrain func()
 }
 
 // start runs the whole program in-process on 127.0.0.1:0 with the given
@@ -65,7 +68,13 @@ func start(t *testing.T, kv ...string) *instance {
 	go func() { // ends when ctx is cancelled (or run fails)
 		done <- run(ctx, env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return vars[k] },
 			stdout: in.stdout, stderr: in.stderr, ready: func(a string) { ready <- a },
-			adminReady: func(a string) { in.admin = "http://" + a }})
+			adminReady: func(a string) { in.admin = "http://" + a },
+			// Read after stop's cancel, which the test calls after setting it.
+			draining: func() {
+				if in.onDrain != nil {
+					in.onDrain()
+				}
+			}})
 	}()
 	select {
 	case addr := <-ready:
@@ -100,9 +109,19 @@ func (in *instance) get(t *testing.T, target, authorization string) (int, http.H
 // value is left out) and returns the status, headers and body.
 func request(t *testing.T, method, url string, header ...string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	status, h, b, err := tryRequest(method, url, header...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, h, b
+}
+
+// tryRequest is request for goroutines other than the test's: it returns
+// its failure.
+func tryRequest(method, url string, header ...string) (int, http.Header, []byte, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		if header[i+1] != "" {
@@ -111,11 +130,11 @@ func request(t *testing.T, method, url string, header ...string) (int, http.Head
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, nil, err
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header, b
+	b, _ := io.ReadAll(res.Body) // a body cut short is what some tests look at
+	return res.StatusCode, res.Header, b, nil
 }
 
 // metric reads one series of /metrics (0 when absent).

@@ -295,10 +295,12 @@ func compareAsset(t *testing.T, remote, local *instance, target, tok string, red
 }
 
 // TestIntegrationReadyzFlips stops the stack's backends and starts them
-// again: /readyz degrades when Redis or MongoDB goes, answers 503 when
-// Elasticsearch goes too, and is ready again when they are back. It
-// changes the stack under every other test, so make integration runs it
-// alone, after them.
+// again: /readyz degrades as Redis, MongoDB and Elasticsearch go, and
+// stays 200 with all three down (readiness is the replica's own: the
+// stack's prodapi keeps PRODAPI_READY_REQUIRES_BACKENDS unset), while a
+// list it never served answers 503; it is ready again when they are
+// back. It changes the stack under every other test, so make integration
+// runs it alone, after them.
 func TestIntegrationReadyzFlips(t *testing.T) {
 	services, _ := requireStack(t)
 	if os.Getenv("PRODAPI_INTEGRATION") != "flips" {
@@ -357,15 +359,18 @@ func TestIntegrationReadyzFlips(t *testing.T) {
 	})
 	compose("stop", "elasticsearch")
 	await("elasticsearch stopped too", time.Minute, func(r readiness) bool {
-		return r.code == 503 && r.Status == "unavailable" && r.Checks["elastic"] != "ok"
+		return r.code == 200 && r.Status == "degraded" && r.Checks["elastic"] != "ok" && r.Checks["mongo"] != "ok"
 	})
+	tok := bearer(t, stackSecret(), sources.AllScopes...)
+	if status, h, body := remote.get(t, "/prodapi/v1/items?max_results=17", tok); status != 503 || h.Get("Retry-After") == "" {
+		t.Errorf("a list never served, every backend down: %d %v %s; want 503 with Retry-After", status, h, body)
+	}
 	compose(append([]string{"start"}, backends...)...)
 	await("all started again", 3*time.Minute, func(r readiness) bool {
 		return r.code == 200 && r.Status == "ready" &&
 			!slices.ContainsFunc([]string{"mongo", "elastic", "redis"}, func(c string) bool { return r.Checks[c] != "ok" })
 	})
 	// And it serves again, from the restarted backends.
-	tok := bearer(t, stackSecret(), sources.AllScopes...)
 	if status, _, body := remote.get(t, "/prodapi/v1/users?max_results=1", tok); status != 200 {
 		t.Errorf("users after recovery: %d %s", status, body)
 	}

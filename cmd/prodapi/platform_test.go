@@ -38,12 +38,21 @@ func platform(t *testing.T, backendTimeout string, kv ...string) (*instance, *mo
 // directory, instead of the sample's.
 func platformOf(t *testing.T, dir, backendTimeout string, kv ...string) (*instance, *mongotest.Server, *estest.Server) {
 	t.Helper()
+	mongo, es, env := platformServers(t, dir)
+	mongo.EnableChangeStreams() // a replica set, as compose.yaml runs
+	in := start(t, append(append(env, "PRODAPI_BACKEND_TIMEOUT", backendTimeout), kv...)...)
+	return in, mongo, es
+}
+
+// platformServers starts the fakes of platformOf, seeded with dir, and
+// returns them with the environment that points prodapi at them.
+func platformServers(t *testing.T, dir string) (*mongotest.Server, *estest.Server, []string) {
+	t.Helper()
 	docs, err := sourcestest.Fixtures(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mongo := mongotest.Start(t, docs)
-	mongo.EnableChangeStreams() // a replica set, as compose.yaml runs
 	assets, err := fs.Sub(sandbox.SampleFS(), "assets")
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +75,10 @@ func platformOf(t *testing.T, dir, backendTimeout string, kv ...string) (*instan
 		}
 	}
 	es := estest.New(t, estest.Options{Docs: search})
-	in := start(t, append([]string{"PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
-		"ELASTICSEARCH_INDEX", "superdesk", "PRODAPI_BACKEND_TIMEOUT", backendTimeout,
+	return mongo, es, []string{"PRODAPI_SANDBOX", "", "MONGO_URI", mongo.URI(), "ELASTICSEARCH_URL", es.URL,
+		"ELASTICSEARCH_INDEX", "superdesk",
 		// Longer than twice the backend timeout, as config requires.
-		"PRODAPI_WRITE_TIMEOUT", "5m"}, kv...)...)
-	return in, mongo, es
+		"PRODAPI_WRITE_TIMEOUT", "5m"}
 }
 
 var sampleDir = path.Join("..", "..", "sources", "sandbox", "sample")
@@ -142,9 +150,11 @@ func getListAuth(t *testing.T, in *instance, target, auth string) listBody {
 
 // A backend outage is a 503 in the envelope (never a hang or a 500),
 // /readyz says so, and both recover when the backend returns; cached
-// answers keep being served meanwhile.
+// answers keep being served meanwhile. Readiness here depends on the
+// backends, as PRODAPI_READY_REQUIRES_BACKENDS asks (TestFleetOutage has
+// the default, a replica's own readiness).
 func TestPlatformOutage(t *testing.T) {
-	in, mongo, es := platform(t, "1s")
+	in, mongo, es := platform(t, "1s", "PRODAPI_READY_REQUIRES_BACKENDS", "true")
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	ready := func() (int, string) {
 		status, _, body := in.get(t, "/readyz", "")

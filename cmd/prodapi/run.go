@@ -43,6 +43,9 @@ type env struct {
 	ready func(addr string)
 	// adminReady, when set, receives the operator listener's address.
 	adminReady func(addr string)
+	// draining, when set, is called once the server drains (/readyz
+	// answers 503) and before its listener closes.
+	draining func()
 }
 
 func run(ctx context.Context, e env) error {
@@ -268,6 +271,8 @@ func serve(ctx context.Context, e env, args []string) error {
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
+
+		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
@@ -333,7 +338,16 @@ func serve(ctx context.Context, e env, args []string) error {
 	case <-ctx.Done():
 	}
 
-	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	// Unready first, still serving: load balancers that probe /readyz
+	// stop sending before the listener closes.
+	srv.Drain()
+	logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
+	if e.draining != nil {
+		e.draining()
+	}
+	if cfg.ShutdownDelay > 0 {
+		time.Sleep(cfg.ShutdownDelay)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	var errs []error
