@@ -273,6 +273,8 @@ func TestValuesBecomeSettings(t *testing.T) {
 		"autoscaling":         map[string]any{"enabled": false},
 		"replicaCount":        3,
 		"preStopSleepSeconds": 5,
+
+		"readyRequiresBackends": true,
 	})
 	if len(find[*corev1.Secret](objs)) != 0 {
 		t.Error("a Secret was created beside the existing one")
@@ -293,6 +295,7 @@ func TestValuesBecomeSettings(t *testing.T) {
 		"PRODAPI_CACHE_TTL_ITEMS": "3s", "PRODAPI_CACHE_TTL_EVENTS_HISTORY": "1m", "PRODAPI_CACHE_TTL": "30s",
 		"PRODAPI_CACHE_STALE": "5m", "PRODAPI_CACHE_TTL_ASSETS": "5m", "ELASTICSEARCH_INDEX": "sd", "PRODAPI_AUDIENCE": "prodapi",
 		"OBJSTORE_CONTAINER_NAME": "media", "PRODAPI_BACKEND_TIMEOUT": "3s", "DEBUG": "true",
+		"PRODAPI_READY_REQUIRES_BACKENDS": "true",
 	} {
 		if got := envVar(t, c, name).Value; got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
