@@ -129,6 +129,18 @@
 // mid-stream surfaces from Read (wrapping ErrUnavailable, ErrTimeout or
 // ErrCorrupt), never as a short clean read.
 //
+// # Platform
+//
+// For `prodapi check`, read commands only: BuildInfo (the server's
+// version, and FerretDB's own), ChangeStreams (a change stream on the
+// database opened and closed at once) and Indexes (listIndexes). Need is
+// a query the adapter sends in index terms (ListNeed, LookupNeed,
+// ChunksNeed: equality fields, then the sort with Find's _id tie-break);
+// ServedBy tells whether an index serves it and CreateIndex prints the
+// mongosh command of the index that would. Tested reports whether the
+// adapter is tested against a version (4.4 to 7; the driver refuses
+// anything older).
+//
 // # Metrics
 //
 // Each query sent increments prodapi_source_queries_total once, backend

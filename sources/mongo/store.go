@@ -305,10 +305,11 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.Doc, e
 }
 
 // sortDoc returns the sort document: the keys in order, then _id
-// ascending unless a key names it, so equal keys never shuffle pages.
+// ascending unless a key names it (stableSort), so equal keys never
+// shuffle pages.
 func sortDoc(keys []sources.SortKey) (bson.Raw, error) {
 	d := sources.NewDoc()
-	for _, k := range keys {
+	for _, k := range stableSort(keys) {
 		if err := checkPath(k.Field); err != nil {
 			return nil, err
 		}
@@ -320,9 +321,6 @@ func sortDoc(keys []sources.SortKey) (bson.Raw, error) {
 			dir = -1
 		}
 		d.Set(k.Field, dir)
-	}
-	if !d.Has("_id") {
-		d.Set("_id", int64(1))
 	}
 	b, err := bsondoc.FromDoc(d)
 	return bson.Raw(b), err

@@ -40,14 +40,15 @@ func (s *Server) dispatch(name string, req *request, connID int32) bsoncore.Docu
 	cmd := req.cmd
 	switch name {
 	case "hello", "isMaster", "ismaster":
-		return hello(name, connID)
+		return hello(name, connID, s.wireVersion())
 	case "ping", "endSessions":
 		return okReply()
 	case "buildInfo", "buildinfo":
 		return build(func(b []byte) []byte {
-			b = bsoncore.AppendStringElement(b, "version", "7.0.0")
+			version, array := s.versionInfo()
+			b = bsoncore.AppendStringElement(b, "version", version)
 			aidx, b := bsoncore.AppendArrayElementStart(b, "versionArray")
-			for i, v := range []int32{7, 0, 0, 0} {
+			for i, v := range array {
 				b = bsoncore.AppendInt32Element(b, strconv.Itoa(i), v)
 			}
 			b, _ = bsoncore.AppendArrayEnd(b, aidx)
@@ -64,6 +65,8 @@ func (s *Server) dispatch(name string, req *request, connID int32) bsoncore.Docu
 		return s.aggregate(cmd)
 	case "count":
 		return s.count(cmd)
+	case "listIndexes":
+		return s.listIndexes(cmd)
 	}
 	return commandError(codeCommandNotFound, "CommandNotFound", fmt.Sprintf("no such command: '%s'", name))
 }
@@ -100,7 +103,7 @@ func badValue(format string, args ...any) bsoncore.Document {
 	return commandError(codeBadValue, "BadValue", fmt.Sprintf(format, args...))
 }
 
-func hello(name string, connID int32) bsoncore.Document {
+func hello(name string, connID, maxWire int32) bsoncore.Document {
 	return build(func(b []byte) []byte {
 		b = bsoncore.AppendBooleanElement(b, "helloOk", true)
 		if name == "hello" {
@@ -115,7 +118,7 @@ func hello(name string, connID int32) bsoncore.Document {
 		b = bsoncore.AppendInt32Element(b, "logicalSessionTimeoutMinutes", 30)
 		b = bsoncore.AppendInt32Element(b, "connectionId", connID)
 		b = bsoncore.AppendInt32Element(b, "minWireVersion", 0)
-		b = bsoncore.AppendInt32Element(b, "maxWireVersion", MaxWireVersion)
+		b = bsoncore.AppendInt32Element(b, "maxWireVersion", maxWire)
 		b = bsoncore.AppendBooleanElement(b, "readOnly", false)
 		return bsoncore.AppendDoubleElement(b, "ok", 1)
 	})

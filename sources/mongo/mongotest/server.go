@@ -9,7 +9,9 @@
 //     message on a connection) and OP_MSG hello/isMaster, as a standalone
 //     server with maxWireVersion 21 (MongoDB 7.0), helloOk and sessions;
 //     no topologyVersion, so the driver polls instead of streaming;
-//   - ping, buildInfo, endSessions;
+//   - ping, buildInfo (SetVersion), endSessions;
+//   - listIndexes: _id_ on every collection that exists, and the indexes
+//     AddIndex declares (indexes.go);
 //   - find (filter, sort, skip, limit, batchSize, singleBatch, projection),
 //     getMore, killCursors;
 //   - aggregate with $match, $sort, $skip, $limit, $project of plain
@@ -69,6 +71,12 @@ type Server struct {
 
 	wg   sync.WaitGroup // connection and accept goroutines
 	done chan struct{}  // closed by Close
+
+	// indexes, version and maxWire: listIndexes, buildInfo and the
+	// handshake (indexes.go).
+	indexes map[string][]Index
+	version string
+	maxWire int32
 }
 
 // A record is one stored document: its BSON and, for matching, its
@@ -112,6 +120,9 @@ func New(colls map[string][]*sources.Doc) (*Server, error) {
 		cursors:  map[int64]*cursor{},
 		received: make(chan struct{}),
 		done:     make(chan struct{}),
+		indexes:  map[string][]Index{},
+		version:  "7.0.0",
+		maxWire:  MaxWireVersion,
 	}
 	for name, docs := range colls {
 		if err := s.Insert(name, docs...); err != nil {
