@@ -13,7 +13,9 @@
 //
 // Neither call does I/O: the service starts with Elasticsearch down, its
 // lists answer 503 until it is back, and then work without a restart.
-// Store.Ping (GET /) is for /readyz.
+// Store.Ping (GET /) is for /readyz; Node (GET /, described even when the
+// product check refuses it) and Count (a search of no documents, which
+// tells a missing index from an empty one) are for `prodapi check`.
 //
 // # Elasticsearch 8.x, 7.17 and 7.10
 //

@@ -18,6 +18,7 @@ type searchResponse struct {
 	hasTotal     bool
 	aggregations *sources.Doc
 	pitID        string // the point in time to search next, when one was searched
+	missing      bool   // the index does not exist: an empty answer
 }
 
 // parseSearch reads a 200 search response: documents from hits.hits in

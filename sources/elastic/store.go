@@ -285,7 +285,7 @@ func (s *Store) statusError(ctx context.Context, op, index string, status int, d
 		if _, seen := s.missing.LoadOrStore(index, struct{}{}); !seen {
 			s.log.WarnContext(ctx, "elastic: index not found; its lists read as empty", slog.String("index", index))
 		}
-		return &searchResponse{docs: []*sources.Doc{}, hasTotal: true}, nil
+		return &searchResponse{docs: []*sources.Doc{}, hasTotal: true, missing: true}, nil
 	case status == http.StatusBadRequest && e.noMapping:
 		return &searchResponse{docs: []*sources.Doc{}, hasTotal: true}, nil
 	case e.contextMissing:
