@@ -36,7 +36,8 @@
 // missing object, so a 404 is followed by a HeadBucket, remembered for a
 // minute when the bucket exists: a flood of unknown ids costs one request
 // each. Everything, retries included (one, after at most 200 ms), runs
-// within Options.Timeout.
+// within Options.Timeout. Ping (a HeadBucket, not counted) is for
+// `prodapi check`.
 //
 // Errors, all wrapping a sources sentinel and carrying S3's detail only
 // as text, for the logs:

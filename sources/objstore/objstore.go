@@ -169,6 +169,23 @@ func (s *Store) Asset(ctx context.Context, mediaID string) (_ *sources.Asset, er
 	return a, nil
 }
 
+// Ping asks S3 for the bucket (HeadBucket), for `prodapi check`: nil
+// when it exists and the credentials may read it; otherwise an error
+// wrapping sources.ErrUnavailable (missing, denied, unreachable) or
+// sources.ErrTimeout, with S3's detail as text.
+func (s *Store) Ping(ctx context.Context) error {
+	cctx, cancel := context.WithTimeoutCause(ctx, s.opts.Timeout, errCallTimeout)
+	defer cancel()
+	_, err := s.client.HeadBucket(cctx, &s3.HeadBucketInput{Bucket: &s.opts.Bucket})
+	if err != nil {
+		if statusOf(err) == http.StatusNotFound {
+			err = fmt.Errorf("bucket %q does not exist: %w", s.opts.Bucket, err)
+		}
+		return s.translate(ctx, cctx, "head bucket "+s.opts.Bucket, err)
+	}
+	return nil
+}
+
 // credentialsExpiry is when the credentials the URL was just signed with
 // expire, if they do. The SDK caches them, so this makes no request.
 func (s *Store) credentialsExpiry(ctx context.Context) (time.Time, bool) {

@@ -404,3 +404,32 @@ func TestDisposition(t *testing.T) {
 		}
 	}
 }
+
+// Ping reads the bucket: nil when it is there and readable, unavailable
+// when it is missing, denied or unreachable.
+func TestPing(t *testing.T) {
+	fake := newFakeS3(t, newTestClock(t0))
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for _, tc := range []struct {
+		name, endpoint, bucket, secret string
+		want                           error
+	}{
+		{name: "the bucket"},
+		{name: "missing bucket", bucket: "nosuchbucket", want: sources.ErrUnavailable},
+		{name: "denied", secret: "wrong", want: sources.ErrUnavailable},
+		{name: "down", endpoint: down.URL, want: sources.ErrUnavailable},
+	} {
+		endpoint, secret := fake.srv.URL, testSecretKey
+		if tc.endpoint != "" {
+			endpoint = tc.endpoint
+		}
+		if tc.secret != "" {
+			secret = tc.secret
+		}
+		s, _ := newTestStoreKeys(t, endpoint, testAccessKey, secret, Options{Bucket: tc.bucket})
+		if err := s.Ping(context.Background()); !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: Ping = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
