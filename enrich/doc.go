@@ -29,7 +29,8 @@
 // # Queries
 //
 // Every lookup is one sources.Lookup for the whole page, whatever its size;
-// a step with nothing to look up makes no query:
+// a step with nothing to look up makes no query. Lookups lists their
+// shapes, for `prodapi check`'s index report:
 //
 //	resource     lookups (at most)                                          original, per document
 //	items        assignments by _id, content_types by _id, planning by _id  up to 3
