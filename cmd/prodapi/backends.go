@@ -45,6 +45,12 @@ type backends struct {
 	// stream, when set, is the database's change stream, which one
 	// replica of the fleet watches (package feed).
 	stream feed.Source
+
+	// The platform's adapters, for `prodapi check`; nil on the sandbox
+	// (and media, without object storage).
+	mongo   *mongosrc.Store
+	elastic *essrc.Store
+	media   *objstore.Store
 }
 
 // openBackends selects the sandbox when PRODAPI_SANDBOX is set, else the
@@ -92,8 +98,9 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 			b.close(logger)
 			return nil, fmt.Errorf("configuring the object storage client: %w", err)
 		}
-		b.assets = objstore.New(s3c, objstore.Options{Bucket: o.Container, Prefix: o.Subfolder, URLLifetime: o.URLLifetime,
+		b.media = objstore.New(s3c, objstore.Options{Bucket: o.Container, Prefix: o.Subfolder, URLLifetime: o.URLLifetime,
 			Timeout: cfg.BackendTimeout, Queries: queries, Logger: logger})
+		b.assets = b.media
 		media = "s3"
 	}
 	b.checks = []server.Check{
@@ -101,6 +108,7 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
 	b.stream = docs
+	b.mongo, b.elastic = docs, search
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),
 		slog.String("mongo", cfg.MongoURI.String()),

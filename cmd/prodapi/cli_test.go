@@ -47,7 +47,7 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d: %v", args, exit, err)
 			continue
 		}
-		for _, cmd := range []string{"prodapi [run]", "prodapi token", "prodapi healthcheck", "prodapi config", "prodapi version", "prodapi help"} {
+		for _, cmd := range []string{"prodapi [run]", "prodapi token", "prodapi healthcheck", "prodapi check", "prodapi config", "prodapi version", "prodapi help"} {
 			if !strings.Contains(out, "\n  "+cmd) {
 				t.Errorf("%v: no %q in\n%s", args, cmd, out)
 			}

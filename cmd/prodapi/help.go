@@ -18,6 +18,8 @@ Usage:
                                         print a token signed with AUTH_SERVER_SHARED_SECRET
   prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
                                         exit 0 when /readyz answers 200 within 2s
+  prodapi check                         report what prodapi needs from the platform (versions, change
+                                        streams, Redis, object storage, indexes); writes nothing
   prodapi config                        print the effective configuration, secrets redacted
   prodapi version                       print the version, revision and Go version (also --version)
   prodapi help                          print this help (also -h, --help)

@@ -9,6 +9,7 @@
 //	                                    print a token signed with AUTH_SERVER_SHARED_SECRET
 //	prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
 //	                                    exit 0 when the service is ready (for container health checks)
+//	prodapi check                       report what prodapi needs from the platform; writes nothing
 //	prodapi config                      print the effective configuration, secrets redacted
 //	prodapi version                     print the version, revision and Go version (also --version)
 //	prodapi help                        list the commands and every setting with its default

@@ -69,6 +69,8 @@ func run(ctx context.Context, e env) error {
 		err = mintToken(e, args)
 	case "healthcheck":
 		err = healthcheck(ctx, e, args)
+	case "check":
+		err = checkPlatform(ctx, e, args)
 	case "config":
 		err = printConfig(e)
 	case "version":
