@@ -28,7 +28,7 @@ type Node struct {
 // Legacy reports that the node passes the product check by its GET /, as
 // the 7.x client checked it, not by the X-Elastic-Product header.
 func (n Node) Legacy() bool {
-	major, minor, ok := majorMinor(n.Version)
+	major, minor, ok := sources.MajorMinor(n.Version)
 	return n.Accepted && ok && major == 7 && minor < 14
 }
 
@@ -36,7 +36,7 @@ func (n Node) Legacy() bool {
 // Elasticsearch the client accepts, 7.10 to 7.17 or 8.x (older 7.x and
 // newer majors may work, untested).
 func (n Node) Tested() bool {
-	major, minor, ok := majorMinor(n.Version)
+	major, minor, ok := sources.MajorMinor(n.Version)
 	return n.Accepted && ok && (major == 7 && minor >= 10 || major == 8)
 }
 

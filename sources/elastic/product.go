@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/elastic/elastic-transport-go/v8/elastictransport"
+
+	"github.com/prodapi/prodapi/sources"
 )
 
 // productHeader is the header Elasticsearch sends on every answer since
@@ -125,7 +125,7 @@ func legacyElasticsearch(body []byte) error {
 	if info.Tagline != tagline {
 		return fmt.Errorf("tagline %q is not Elasticsearch's", info.Tagline)
 	}
-	major, minor, ok := majorMinor(info.Version.Number)
+	major, minor, ok := sources.MajorMinor(info.Version.Number)
 	if !ok || major != 7 || minor >= 14 {
 		return fmt.Errorf("version %q without the %s header", info.Version.Number, productHeader)
 	}
@@ -133,15 +133,4 @@ func legacyElasticsearch(body []byte) error {
 		return fmt.Errorf("build flavor %q", f)
 	}
 	return nil
-}
-
-// majorMinor parses "7.10.2" (or "7.10.2-SNAPSHOT").
-func majorMinor(v string) (major, minor int, ok bool) {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	major, err1 := strconv.Atoi(parts[0])
-	minor, err2 := strconv.Atoi(parts[1])
-	return major, minor, err1 == nil && err2 == nil
 }

@@ -324,7 +324,7 @@ func (s *Store) info(ctx context.Context, op string) ([]byte, error) {
 		Version struct{ Number string } `json:"version"`
 	}
 	if json.Unmarshal(data, &root) == nil {
-		if major, _, ok := majorMinor(root.Version.Number); ok && major > 0 {
+		if major, _, ok := sources.MajorMinor(root.Version.Number); ok && major > 0 {
 			s.major.Store(int32(major))
 		}
 	}

@@ -37,21 +37,11 @@ const (
 // MongoDB; a version outside 4.4 to 7.x may still work (newer) or is
 // refused by the driver before it gets here (older).
 func Tested(version string) bool {
-	major, minor, ok := majorMinor(version)
+	major, minor, ok := sources.MajorMinor(version)
 	if !ok {
 		return false
 	}
 	return (major > minTestedMajor || major == minTestedMajor && minor >= minTestedMinor) && major <= maxTestedMajor
-}
-
-func majorMinor(v string) (major, minor int, ok bool) {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	major, err1 := strconv.Atoi(parts[0])
-	minor, err2 := strconv.Atoi(parts[1])
-	return major, minor, err1 == nil && err2 == nil
 }
 
 // BuildInfo asks the server what it is (buildInfo). A server the driver
