@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,9 +19,17 @@ import (
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 )
 
-// esTimeout bounds each Elasticsearch request; index creation on a busy
-// single node can take seconds.
-const esTimeout = time.Minute
+// Backoff of a bulk request Elasticsearch refused with 429 (its queues
+// are full): short at first, doubling, for at most maxBulkAttempts.
+const (
+	firstBackoff    = 500 * time.Millisecond
+	maxBackoff      = 30 * time.Second
+	maxBulkAttempts = 10
+)
+
+// bulkPath asks for what the seed reads of a bulk answer: whether an
+// item failed and, for each, its id, status and error.
+const bulkPath = "/_bulk?filter_path=errors,items.*._id,items.*.status,items.*.error"
 
 // searchCollections are the collections prodapi reads from the search
 // index: those of the search resources (lookups marked Search read
@@ -37,12 +44,12 @@ func searchCollections() []string {
 	return out
 }
 
-func seedElastic(ctx context.Context, cfg config.Config, room *newsroom, w waiter, logger *slog.Logger) error {
-	client, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), esTimeout))
+func seedElastic(ctx context.Context, cfg config.Config, room *corpus, w waiter, l loader) error {
+	client, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), opTimeout))
 	if err != nil {
 		return fmt.Errorf("seed: elastic: %w", err)
 	}
-	es := esClient{c: client}
+	es := esClient{c: client, l: l}
 	err = w.until(ctx, "elastic", func(ctx context.Context) error {
 		_, err := es.do(ctx, http.MethodGet, "/_cluster/health?wait_for_status=yellow&timeout=2s", "", nil, http.StatusOK)
 		return err
@@ -57,63 +64,122 @@ func seedElastic(ctx context.Context, cfg config.Config, room *newsroom, w waite
 			return fmt.Errorf("seed: elastic: sources/elastic has no mapping for %s", c)
 		}
 		index := cfg.ElasticIndex + "_" + c
-		n, err := es.load(ctx, index, c, mapping, room.colls[c])
-		if err != nil {
+		if err := es.load(ctx, index, c, mapping, room.colls[c]); err != nil {
 			return fmt.Errorf("seed: elastic: %s: %w", index, err)
 		}
-		logger.Info("elastic: index loaded", "index", index, "documents", n)
 	}
 	return nil
 }
 
-// An esClient sends the seed's few requests through the client prodapi
-// uses (so ELASTICSEARCH_URL means the same: several nodes, credentials
-// in the URL, gzip).
-type esClient struct{ c *elasticsearch.Client }
+// An esClient sends the seed's requests through the client prodapi uses
+// (so ELASTICSEARCH_URL means the same: several nodes, credentials in the
+// URL, gzip), each under its own timeout.
+type esClient struct {
+	c *elasticsearch.Client
+	l loader
+}
 
-// load replaces index: delete, create with mapping, bulk-index docs,
-// refresh, and check the count. It returns the number of documents.
-func (es esClient) load(ctx context.Context, index, collection string, mapping []byte, docs []*sources.Doc) (int, error) {
+// load replaces index: delete, create with mapping, bulk-index the
+// collection's documents in batches, refresh, and check the count.
+func (es esClient) load(ctx context.Context, index, collection string, mapping []byte, coll collection) error {
 	if _, err := es.do(ctx, http.MethodDelete, "/"+index, "", nil, http.StatusOK, http.StatusNotFound); err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := es.do(ctx, http.MethodPut, "/"+index, "application/json", mapping, http.StatusOK); err != nil {
-		return 0, err
+		return err
 	}
-	if len(docs) > 0 {
-		body, err := bulkBody(index, collection, docs)
+	p := es.l.progress("elastic: indexing", coll.n, "index", index)
+	if coll.n > 0 {
+		err := batches(ctx, coll.docs(true), es.l.lim, func(dst []byte, d *sources.Doc) ([]byte, error) {
+			return appendBulkItem(dst, index, collection, d)
+		}, func(ctx context.Context, b batch) error {
+			if err := es.bulk(ctx, b); err != nil {
+				return err
+			}
+			p.add(b.len())
+			return nil
+		})
 		if err != nil {
-			return 0, err
-		}
-		res, err := es.do(ctx, http.MethodPost, "/_bulk", "application/x-ndjson", body, http.StatusOK)
-		if err != nil {
-			return 0, err
-		}
-		if err := bulkErrors(res); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if _, err := es.do(ctx, http.MethodPost, "/"+index+"/_refresh", "", nil, http.StatusOK); err != nil {
-		return 0, err
+		return err
 	}
 	res, err := es.do(ctx, http.MethodGet, "/"+index+"/_count", "", nil, http.StatusOK)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	var count struct{ Count *int }
 	if err := json.Unmarshal(res, &count); err != nil || count.Count == nil {
-		return 0, fmt.Errorf("count: unreadable answer %.200q", res)
+		return fmt.Errorf("count: unreadable answer %.200q", res)
 	}
-	if *count.Count != len(docs) {
-		return 0, fmt.Errorf("count: %d documents indexed, want %d", *count.Count, len(docs))
+	if *count.Count != coll.n {
+		return fmt.Errorf("count: %d documents indexed, want %d", *count.Count, coll.n)
 	}
-	return len(docs), nil
+	p.end("elastic: index loaded")
+	return nil
+}
+
+// bulk indexes a batch. A 413 (the body is over the server's or a proxy's
+// limit) splits it in two, down to single documents; a 429 for the
+// request, or for some of its documents, sends them again after a pause.
+func (es esClient) bulk(ctx context.Context, b batch) error {
+	delay := firstBackoff
+	for attempt := 1; ; attempt++ {
+		status, body, err := es.send(ctx, http.MethodPost, bulkPath, "application/x-ndjson", b.buf)
+		if err != nil {
+			return err
+		}
+		switch {
+		case status == http.StatusRequestEntityTooLarge && b.len() > 1:
+			half := b.len() / 2
+			if err := es.bulk(ctx, b.sub(0, half)); err != nil {
+				return err
+			}
+			return es.bulk(ctx, b.sub(half, b.len()))
+		case status == http.StatusTooManyRequests:
+			// all of it again
+		case status == http.StatusOK:
+			again, err := bulkErrors(body)
+			if err != nil {
+				return err
+			}
+			if len(again) == 0 {
+				return nil
+			}
+			b = b.pick(again)
+		default:
+			return fmt.Errorf("POST /_bulk: %d: %.500s", status, bytes.TrimSpace(body))
+		}
+		if attempt == maxBulkAttempts {
+			return fmt.Errorf("bulk: %d documents still refused with 429 after %d attempts", b.len(), attempt)
+		}
+		es.l.logger.Info("elastic: busy (429), sending again", "documents", b.len(), "attempt", attempt, "pause", delay.String())
+		if err := es.l.pause(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, maxBackoff)
+	}
 }
 
 // do sends one request and returns the body of an answer with one of the
 // wanted statuses; any other answer is an error quoting Elasticsearch.
 func (es esClient) do(ctx context.Context, method, target, contentType string, body []byte, want ...int) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, esTimeout)
+	status, b, err := es.send(ctx, method, target, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(want, status) {
+		return nil, fmt.Errorf("%s %s: %d %s: %.500s", method, target, status, http.StatusText(status), bytes.TrimSpace(b))
+	}
+	return b, nil
+}
+
+// send sends one request under its own timeout and returns the answer's
+// status and body.
+func (es esClient) send(ctx context.Context, method, target, contentType string, body []byte) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	var r io.Reader
 	if body != nil {
@@ -121,54 +187,36 @@ func (es esClient) do(ctx context.Context, method, target, contentType string, b
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, r)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	res, err := es.c.Perform(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, target, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, target, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, target, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, target, err)
 	}
-	if !slices.Contains(want, res.StatusCode) {
-		return nil, fmt.Errorf("%s %s: %s: %.500s", method, target, res.Status, bytes.TrimSpace(b))
-	}
-	return b, nil
+	return res.StatusCode, b, nil
 }
 
-// bulkBody is the NDJSON of a _bulk request indexing docs into index, as
+// appendBulkItem appends the NDJSON lines indexing d into index, as
 // Superdesk's indexer writes them: _id the document's id as a string,
-// _source the document without _id, then _resource. Documents go in
-// ascending _id order: Elasticsearch breaks sort ties by index order, the
-// sandbox by _id, so both order ties alike.
-func bulkBody(index, collection string, docs []*sources.Doc) ([]byte, error) {
-	type entry struct {
-		id  string
-		doc *sources.Doc
+// _source the document without _id, then _resource.
+func appendBulkItem(dst []byte, index, collection string, d *sources.Doc) ([]byte, error) {
+	v, _ := d.Get("_id")
+	id, ok := sources.IDString(v)
+	if !ok || id == "" {
+		return dst, fmt.Errorf("document %v: _id must be a non-empty string or an ObjectId", v)
 	}
-	entries := make([]entry, len(docs))
-	for i, d := range docs {
-		v, _ := d.Get("_id")
-		id, ok := sources.IDString(v)
-		if !ok || id == "" {
-			return nil, fmt.Errorf("document %d: _id must be a non-empty string or an ObjectId", i)
-		}
-		entries[i] = entry{id, d}
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int { return strings.Compare(a.id, b.id) })
-	var b []byte
-	for _, e := range entries {
-		b = codec.AppendJSON(b, sources.D("index", sources.D("_index", index, "_id", e.id)))
-		b = append(b, '\n')
-		b = codec.AppendJSON(b, esSource(e.doc, collection))
-		b = append(b, '\n')
-	}
-	return b, nil
+	dst = codec.AppendJSON(dst, sources.D("index", sources.D("_index", index, "_id", id)))
+	dst = append(dst, '\n')
+	dst = codec.AppendJSON(dst, esSource(d, collection))
+	return append(dst, '\n'), nil
 }
 
 // esSource is the _source Superdesk stores for d: d without _id, plus
@@ -184,9 +232,10 @@ func esSource(d *sources.Doc, collection string) *sources.Doc {
 	return src
 }
 
-// bulkErrors reports the items of a _bulk answer that failed (the answer
-// is 200 even then).
-func bulkErrors(body []byte) error {
+// bulkErrors reads a bulk answer (200 even when items failed): it
+// returns the positions of the items refused with 429, to send again,
+// or an error naming the items that failed otherwise.
+func bulkErrors(body []byte) (again []int, err error) {
 	var res struct {
 		Errors bool
 		Items  []map[string]struct {
@@ -196,21 +245,26 @@ func bulkErrors(body []byte) error {
 		}
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return fmt.Errorf("bulk: unreadable answer: %w", err)
+		return nil, fmt.Errorf("bulk: unreadable answer: %w", err)
 	}
 	if !res.Errors {
-		return nil
+		return nil, nil
 	}
 	var failed []string
-	for _, item := range res.Items {
+	for i, item := range res.Items {
 		for _, r := range item {
-			if len(r.Error) > 0 && string(r.Error) != "null" {
+			switch {
+			case r.Status == http.StatusTooManyRequests:
+				again = append(again, i)
+			case len(r.Error) > 0 && string(r.Error) != "null":
 				failed = append(failed, fmt.Sprintf("%s (%d): %.300s", r.ID, r.Status, r.Error))
 			}
 		}
 	}
-	n := len(failed)
-	return fmt.Errorf("bulk: %d documents refused: %s", n, strings.Join(failed[:min(n, 3)], "; ")+more(n-3))
+	if n := len(failed); n > 0 {
+		return nil, fmt.Errorf("bulk: %d documents refused: %s", n, strings.Join(failed[:min(n, 3)], "; ")+more(n-3))
+	}
+	return again, nil
 }
 
 func more(n int) string {

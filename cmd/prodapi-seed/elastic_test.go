@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +38,12 @@ type fakeES struct {
 	requests []string        // "METHOD /path" in order
 	refuse   map[string]bool // ids whose bulk item fails
 	lose     int             // documents _count leaves out
+	maxBody  int             // a larger bulk body is refused with 413 (0: no limit)
+	busy     int             // bulk requests still to refuse with 429
+	busyIDs  map[string]int  // bulk items to refuse with 429, so many times each
+	bulks    []int           // documents per bulk request answered, in order
+	sizes    []int           // and its body's size
+	tooLarge int             // bulk requests refused with 413
 }
 
 type fakeIndex struct {
@@ -45,7 +53,7 @@ type fakeIndex struct {
 }
 
 func newFakeES(t *testing.T) *fakeES {
-	f := &fakeES{t: t, indexes: map[string]*fakeIndex{}, refuse: map[string]bool{}}
+	f := &fakeES{t: t, indexes: map[string]*fakeIndex{}, refuse: map[string]bool{}, busyIDs: map[string]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -104,7 +112,16 @@ func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
 			reply(406, `{"error":"Content-Type header is not supported"}`)
 			return
 		}
-		f.bulk(w, b)
+		switch {
+		case f.maxBody > 0 && len(b) > f.maxBody:
+			f.tooLarge++
+			reply(413, "")
+		case f.busy > 0:
+			f.busy--
+			reply(429, `{"error":{"type":"es_rejected_execution_exception","reason":"rejected execution"},"status":429}`)
+		default:
+			f.bulk(w, b)
+		}
 	case r.Method == "POST" && op == "_refresh":
 		if _, ok := f.indexes[name]; !ok {
 			w.WriteHeader(404)
@@ -156,6 +173,11 @@ func (f *fakeES) bulk(w http.ResponseWriter, b []byte) {
 			failed = true
 			items = append(items, fmt.Sprintf(`{"index":{"_index":%q,"_id":%q,"status":400,"error":{"type":"document_parsing_exception","reason":"[1:2] failed to parse"}}}`, a.Index, a.ID))
 			continue
+		case f.busyIDs[a.ID] > 0:
+			f.busyIDs[a.ID]--
+			failed = true
+			items = append(items, fmt.Sprintf(`{"index":{"_index":%q,"_id":%q,"status":429,"error":{"type":"es_rejected_execution_exception","reason":"rejected execution"}}}`, a.Index, a.ID))
+			continue
 		}
 		if slices.Contains(ix.ids, a.ID) {
 			f.t.Errorf("bulk: %s indexed twice in %s", a.ID, a.Index)
@@ -164,6 +186,8 @@ func (f *fakeES) bulk(w http.ResponseWriter, b []byte) {
 		ix.docs = append(ix.docs, slices.Clone(sc.Bytes()))
 		items = append(items, fmt.Sprintf(`{"index":{"_index":%q,"_id":%q,"_version":1,"result":"created","status":201}}`, a.Index, a.ID))
 	}
+	f.bulks = append(f.bulks, len(items))
+	f.sizes = append(f.sizes, len(b))
 	fmt.Fprintf(w, `{"took":3,"errors":%t,"items":[%s]}`, failed, strings.Join(items, ","))
 }
 
@@ -376,4 +400,139 @@ func canonical(docs []*sources.Doc) []string {
 		out[i] = string(codec.AppendCanonicalJSON(nil, d))
 	}
 	return out
+}
+
+// The newsroom goes in bulk requests of at most -batch-docs documents
+// and -batch-bytes bytes, each index complete, with progress lines on
+// the way.
+func TestSeedElasticBatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		ok   func(f *fakeES) string // "" when the bulks are right
+	}{
+		{"by count", []string{"-batch-docs", "7"}, func(f *fakeES) string {
+			for _, n := range f.bulks {
+				if n > 7 {
+					return fmt.Sprintf("a bulk of %d documents", n)
+				}
+			}
+			return ""
+		}},
+		{"by size", []string{"-batch-bytes", "8000"}, func(f *fakeES) string {
+			for i, size := range f.sizes {
+				if size > 8000 && f.bulks[i] > 1 {
+					return fmt.Sprintf("a bulk of %d bytes", size)
+				}
+			}
+			if len(f.bulks) < 20 {
+				return fmt.Sprintf("%d bulks", len(f.bulks))
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeES(t)
+			var log syncBuffer
+			args := append([]string{"-targets", "elastic", "-wait", "10s", "-progress", "0"}, tc.args...)
+			if err := run(t.Context(), args, envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", "big"), &log); err != nil {
+				t.Fatalf("seed: %v\n%s", err, log.String())
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if msg := tc.ok(f); msg != "" {
+				t.Errorf("%s; bulks: %v", msg, f.bulks)
+			}
+			if n := len(f.indexes["big_archive"].ids); n != 41 {
+				t.Errorf("%d items indexed, want 41", n)
+			}
+			total := 0
+			for _, n := range f.bulks {
+				total += n
+			}
+			want := 41 + 13 + 10 + 8 + 10 // items, assignments, planning, events, contacts
+			if total != want || len(f.bulks) < 5*2 {
+				t.Errorf("%d documents in %d bulks, want %d in more than one bulk an index", total, len(f.bulks), want)
+			}
+			if got := strings.Count(log.String(), `"msg":"elastic: indexing","index":"big_archive"`); got < 2 {
+				t.Errorf("%d progress lines for big_archive, want several:\n%s", got, log.String())
+			}
+		})
+	}
+}
+
+// esFor is an esClient on the fake, whose pauses take no time.
+func esFor(t *testing.T, f *fakeES, lim limits, log *syncBuffer) esClient {
+	t.Helper()
+	client, err := elasticsearch.NewClient(essrc.Config(f.srv.URL, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func(time.Duration) <-chan time.Time {
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	}
+	return esClient{c: client, l: loader{lim: lim, logger: jsonLogger(log), after: now}}
+}
+
+// A bulk over the server's size limit (413) is split until it passes; a
+// request or items refused with 429 go again after a pause; every
+// document ends up indexed once.
+func TestElasticBulkRetries(t *testing.T) {
+	t.Parallel()
+	coll := sampleRoom(t).corpus().colls["archive"]
+	f := newFakeES(t)
+	f.maxBody = 40000
+	f.busy = 2
+	var busy []string
+	for d := range coll.docs(true) {
+		if len(busy) < 5 {
+			busy = append(busy, idOf(d))
+			f.busyIDs[idOf(d)] = 2
+		}
+	}
+	var log syncBuffer
+	es := esFor(t, f, limits{docs: 100, bytes: 1 << 20}, &log)
+	if err := es.load(t.Context(), "r_archive", "archive", essrc.IndexMappings()["archive"], coll); err != nil {
+		t.Fatalf("load: %v\n%s", err, log.String())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.indexes["r_archive"].ids); n != coll.n {
+		t.Errorf("%d documents indexed, want %d", n, coll.n)
+	}
+	if !slices.Contains(f.indexes["r_archive"].ids, busy[0]) {
+		t.Errorf("%s, refused twice with 429, is not indexed", busy[0])
+	}
+	if f.tooLarge == 0 {
+		t.Error("no bulk was over the limit: the test tests nothing")
+	}
+	if got := strings.Count(log.String(), "elastic: busy (429)"); got < 2+2 {
+		t.Errorf("%d pauses after a 429, want at least 4:\n%s", got, log.String())
+	}
+}
+
+// What retrying cannot mend fails the load, saying what: a document alone
+// over the size limit, a server that stays busy.
+func TestElasticBulkGivesUp(t *testing.T) {
+	t.Parallel()
+	docs := collection{n: 3, docs: func(bool) iter.Seq[*sources.Doc] {
+		return slices.Values([]*sources.Doc{sources.D("_id", "a", "x", strings.Repeat("y", 5000)), sources.D("_id", "b"), sources.D("_id", "c")})
+	}}
+	f := newFakeES(t)
+	f.maxBody = 1000
+	var log syncBuffer
+	err := esFor(t, f, limits{docs: 10, bytes: 1 << 20}, &log).load(t.Context(), "x_archive", "archive", []byte(`{}`), docs)
+	if err == nil || !strings.Contains(err.Error(), "POST /_bulk: 413") {
+		t.Errorf("a document over the limit: %v", err)
+	}
+	f = newFakeES(t)
+	f.busy = 1000
+	err = esFor(t, f, limits{docs: 10, bytes: 1 << 20}, &log).load(t.Context(), "x_archive", "archive", []byte(`{}`), docs)
+	if err == nil || !strings.Contains(err.Error(), "bulk: 3 documents still refused with 429 after 10 attempts") {
+		t.Errorf("a server always busy: %v", err)
+	}
 }

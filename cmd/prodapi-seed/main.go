@@ -6,13 +6,14 @@
 // Usage:
 //
 //	prodapi-seed [-wait 120s] [-data sample|DIR] [-targets mongo,elastic,s3]
+//	             [-batch-docs 1000] [-batch-bytes 8388608] [-progress 5s]
 //
 // It reads the variables prodapi reads, with the same defaults (config
 // package): MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX and the
 // OBJSTORE_* settings. It waits up to -wait for each server, then:
 //
 //   - MongoDB: every collection of sources.Collections is dropped and, when
-//     the newsroom has it, inserted again, each document as the sandbox
+//     the newsroom has it, inserted again in batches, each document as the sandbox
 //     decodes it (ObjectIds, datetimes, integers as int32 when they fit);
 //     every file of assets/ goes into the GridFS bucket "fs" as
 //     Superdesk's GridFS storage wrote it: _id the ObjectId of the file
@@ -23,7 +24,7 @@
 //     planning, assignments) the index <ELASTICSEARCH_INDEX>_<collection> is
 //     deleted and created with the settings and mappings of
 //     sources/elastic (IndexMappings), then its documents are bulk-indexed
-//     as Superdesk indexes them: _id the document's id as a string, _source
+//     in batches as Superdesk indexes them: _id the document's id as a string, _source
 //     the document without _id (datetimes as 2006-01-02T15:04:05+0000,
 //     ObjectIds as hex) plus _resource, the collection. Documents are sent
 //     in ascending _id order, so that Elasticsearch breaks sort ties as
@@ -34,6 +35,17 @@
 //     "<24 hex>"; other names are themselves), below
 //     OBJSTORE_S3_SUBFOLDER, with its content type and the "filename"
 //     user metadata.
+//
+// Documents are read and sent as a stream, so that memory stays bounded
+// whatever the newsroom's size: a request carries at most -batch-docs
+// documents and -batch-bytes bytes (a larger document goes alone), and
+// the next batch is encoded while one is sent. Each request has its own
+// timeout of a minute. A bulk request Elasticsearch finds too large (413)
+// is split in two until it passes; one it refuses with 429 (its queues
+// are full), or the documents of one it refuses so, go again after a
+// pause (half a second, doubling up to 30 s, ten tries in all). Every
+// -progress, each stage logs how many documents it has sent and at what
+// rate, and its last line gives its duration and rate.
 //
 // Running it again gives the same state. It logs JSON lines to stderr and
 // exits 1 on the first failure.

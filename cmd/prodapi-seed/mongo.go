@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
@@ -20,13 +19,12 @@ import (
 
 // GridFS as pymongo wrote it for Superdesk: bucket "fs", 255 KiB chunks.
 const (
-	filesColl      = "fs.files"
-	chunksColl     = "fs.chunks"
-	gridFSChunk    = 255 * 1024
-	mongoOpTimeout = time.Minute
+	filesColl   = "fs.files"
+	chunksColl  = "fs.chunks"
+	gridFSChunk = 255 * 1024
 )
 
-func seedMongo(ctx context.Context, cfg config.Config, room *newsroom, w waiter, logger *slog.Logger) error {
+func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l loader) error {
 	uri := string(cfg.MongoURI)
 	// Options in the URI win, as they do for prodapi.
 	client, err := mongo.Connect(options.Client().SetAppName("prodapi-seed").
@@ -46,20 +44,27 @@ func seedMongo(ctx context.Context, cfg config.Config, room *newsroom, w waiter,
 		return err
 	}
 	db := client.Database(mongosrc.DatabaseName(uri))
-	ctx, cancel := context.WithTimeout(ctx, mongoOpTimeout)
-	defer cancel()
 
 	for _, c := range sources.Collections {
-		docs, err := mongoDocs(room.colls[c])
+		coll, ok := room.colls[c]
+		if err := drop(ctx, db.Collection(c)); err != nil {
+			return fmt.Errorf("seed: mongo: %s: %w", c, err)
+		}
+		if !ok {
+			continue
+		}
+		p := l.progress("mongo: inserting", coll.n, "database", db.Name(), "collection", c)
+		err := batches(ctx, coll.docs(false), l.lim, appendBSON, func(ctx context.Context, b batch) error {
+			if err := insert(ctx, db.Collection(c), b); err != nil {
+				return err
+			}
+			p.add(b.len())
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("seed: mongo: %s: %w", c, err)
 		}
-		if err := replace(ctx, db.Collection(c), docs); err != nil {
-			return fmt.Errorf("seed: mongo: %s: %w", c, err)
-		}
-		if _, ok := room.colls[c]; ok {
-			logger.Info("mongo: collection loaded", "database", db.Name(), "collection", c, "documents", len(docs))
-		}
+		p.end("mongo: collection loaded")
 	}
 
 	var files, chunks []any
@@ -68,50 +73,83 @@ func seedMongo(ctx context.Context, cfg config.Config, room *newsroom, w waiter,
 		files = append(files, f)
 		chunks = append(chunks, cs...)
 	}
-	if err := replace(ctx, db.Collection(filesColl), files); err != nil {
-		return fmt.Errorf("seed: mongo: %s: %w", filesColl, err)
-	}
-	if err := replace(ctx, db.Collection(chunksColl), chunks); err != nil {
-		return fmt.Errorf("seed: mongo: %s: %w", chunksColl, err)
+	for _, bucket := range []struct {
+		name string
+		docs []any
+	}{{filesColl, files}, {chunksColl, chunks}} {
+		name, docs := bucket.name, bucket.docs
+		if err := drop(ctx, db.Collection(name)); err != nil {
+			return fmt.Errorf("seed: mongo: %s: %w", name, err)
+		}
+		// GridFS chunks are up to 255 KiB each: batches of a few.
+		for len(docs) > 0 {
+			n := min(len(docs), 16)
+			if err := within(ctx, func(ctx context.Context) error { _, err := db.Collection(name).InsertMany(ctx, docs[:n]); return err }); err != nil {
+				return fmt.Errorf("seed: mongo: %s: insert: %w", name, err)
+			}
+			docs = docs[n:]
+		}
 	}
 	// The indexes a driver creates on a bucket's first upload.
-	if _, err := db.Collection(filesColl).Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys: bson.D{{Key: "filename", Value: 1}, {Key: "uploadDate", Value: 1}}}); err != nil {
+	err = within(ctx, func(ctx context.Context) error {
+		_, err := db.Collection(filesColl).Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys: bson.D{{Key: "filename", Value: 1}, {Key: "uploadDate", Value: 1}}})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("seed: mongo: %s index: %w", filesColl, err)
 	}
-	if _, err := db.Collection(chunksColl).Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys: bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, Options: options.Index().SetUnique(true)}); err != nil {
+	err = within(ctx, func(ctx context.Context) error {
+		_, err := db.Collection(chunksColl).Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys: bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, Options: options.Index().SetUnique(true)})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("seed: mongo: %s index: %w", chunksColl, err)
 	}
-	logger.Info("mongo: GridFS loaded", "database", db.Name(), "bucket", "fs", "files", len(files), "chunks", len(chunks))
+	l.logger.Info("mongo: GridFS loaded", "database", db.Name(), "bucket", "fs", "files", len(files), "chunks", len(chunks))
 	return nil
 }
 
-// replace drops coll (a missing collection is fine) and inserts docs.
-func replace(ctx context.Context, coll *mongo.Collection, docs []any) error {
-	if err := coll.Drop(ctx); err != nil {
+// within runs one operation under its own timeout.
+func within(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	return op(ctx)
+}
+
+// drop drops coll; a missing collection is fine.
+func drop(ctx context.Context, coll *mongo.Collection) error {
+	if err := within(ctx, func(ctx context.Context) error { return coll.Drop(ctx) }); err != nil {
 		return fmt.Errorf("drop: %w", err)
 	}
-	if len(docs) == 0 {
-		return nil
+	return nil
+}
+
+// insert inserts a batch of BSON documents, in order.
+func insert(ctx context.Context, coll *mongo.Collection, b batch) error {
+	docs := make([]bson.Raw, b.len())
+	for i := range docs {
+		docs[i] = b.item(i)
 	}
-	if _, err := coll.InsertMany(ctx, docs); err != nil {
+	if err := within(ctx, func(ctx context.Context) error { _, err := coll.InsertMany(ctx, docs); return err }); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
 	return nil
 }
 
-// mongoDocs converts documents for insertion.
-func mongoDocs(docs []*sources.Doc) ([]any, error) {
-	out := make([]any, len(docs))
-	for i, d := range docs {
-		v, err := bsonValue(d)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		out[i] = v
+// appendBSON appends d as BSON, converted as bsonValue does.
+func appendBSON(dst []byte, d *sources.Doc) ([]byte, error) {
+	v, err := bsonValue(d)
+	if err != nil {
+		id, _ := d.Get("_id")
+		return dst, fmt.Errorf("document %v: %w", id, err)
 	}
-	return out, nil
+	b, err := bson.Marshal(v)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
 }
 
 // bsonValue converts a document value to the BSON the sandbox's reading

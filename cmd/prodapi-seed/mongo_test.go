@@ -31,11 +31,15 @@ func TestMongoDocumentsReadBackAsTheSandbox(t *testing.T) {
 	}
 	srv := mongotest.Start(t, nil)
 	for c, docs := range room.colls {
-		converted, err := mongoDocs(docs)
-		if err != nil {
-			t.Fatalf("%s: %v", c, err)
+		raws := make([][]byte, len(docs))
+		for i, d := range docs {
+			if raws[i], err = appendBSON(nil, d); err != nil {
+				t.Fatalf("%s: %v", c, err)
+			}
 		}
-		insertRaw(t, srv, c, converted)
+		if err := srv.InsertRaw(c, raws...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var files, chunks []any
 	for _, a := range room.assets {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
@@ -100,3 +103,57 @@ func (r *newsroom) counts() map[string]int {
 
 // baseName is the file name of an asset, without its folders.
 func (a asset) baseName() string { return path.Base(a.name) }
+
+// A corpus is what the seed loads or writes: each collection's documents
+// as a stream, made as they are read, so that a newsroom of any size
+// loads in bounded memory; and the assets.
+type corpus struct {
+	colls  map[string]collection // absent collections are absent keys
+	assets []asset
+}
+
+// A collection is how many documents a collection has and a stream of
+// them: in file order, or in ascending _id order when byID is set.
+type collection struct {
+	n    int
+	docs func(byID bool) iter.Seq[*sources.Doc]
+}
+
+// corpus is the newsroom as it was read.
+func (r *newsroom) corpus() *corpus {
+	out := &corpus{colls: make(map[string]collection, len(r.colls)), assets: r.assets}
+	for c, docs := range r.colls {
+		out.colls[c] = collection{n: len(docs), docs: func(byID bool) iter.Seq[*sources.Doc] {
+			return func(yield func(*sources.Doc) bool) {
+				if !byID {
+					for _, d := range docs {
+						if !yield(d) {
+							return
+						}
+					}
+					return
+				}
+				for _, i := range idOrder(docs) {
+					if !yield(docs[i]) {
+						return
+					}
+				}
+			}
+		}}
+	}
+	return out
+}
+
+// idOrder is the indexes of docs in ascending _id order (the string form
+// of ObjectIds), stable.
+func idOrder(docs []*sources.Doc) []int {
+	ids := make([]string, len(docs))
+	order := make([]int, len(docs))
+	for i, d := range docs {
+		v, _ := d.Get("_id")
+		ids[i], _ = sources.IDString(v)
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ids[a], ids[b]) })
+	return order
+}

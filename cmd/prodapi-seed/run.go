@@ -26,14 +26,31 @@ const (
 
 var allTargets = []string{targetMongo, targetElastic, targetS3}
 
+const usage = `Usage: prodapi-seed [flags]
+
+Loads a newsroom (the bundled sample, or -data DIR) into MongoDB, Elasticsearch and object
+storage as prodapi reads them (MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX, OBJSTORE_*).
+
+Flags:
+`
+
 // settings are the seed's flags and the platform settings it shares with
 // prodapi.
 type settings struct {
-	wait    time.Duration // how long to wait for each server
-	data    string        // "sample" or a newsroom directory
-	targets []string      // subset of allTargets, in allTargets order
-	cfg     config.Config
+	wait     time.Duration // how long to wait for each server
+	data     string        // "sample" or a newsroom directory
+	targets  []string      // subset of allTargets, in allTargets order
+	lim      limits        // of each bulk or insert request
+	progress time.Duration // between progress lines
+	cfg      config.Config
 }
+
+// Defaults of a request's size: Elasticsearch's guidance for bulk bodies
+// is a few megabytes; a thousand sample items make about four.
+const (
+	defaultBatchDocs  = 1000
+	defaultBatchBytes = 8 << 20
+)
 
 // parseOptions reads the flags and, through config.Load, the variables
 // prodapi reads, with its defaults. The seed serves nothing, so it needs
@@ -41,21 +58,34 @@ type settings struct {
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (settings, error) {
 	fset := flag.NewFlagSet("prodapi-seed", flag.ContinueOnError)
 	fset.SetOutput(stderr)
+	fset.Usage = func() {
+		fmt.Fprint(fset.Output(), usage)
+		fset.PrintDefaults()
+	}
 	wait := fset.Duration("wait", 120*time.Second, "how long to wait for each server to answer")
 	data := fset.String("data", "sample", `the newsroom to load: "sample" (the bundled one) or a directory of <collection>.json and assets/`)
 	targets := fset.String("targets", strings.Join(allTargets, ","), "what to load, comma-separated: "+strings.Join(allTargets, ","))
+	batchDocs := fset.Int("batch-docs", defaultBatchDocs, "at most this many documents per bulk or insert request")
+	batchBytes := fset.Int("batch-bytes", defaultBatchBytes, "at most this many bytes per bulk or insert request (a larger document goes alone)")
+	every := fset.Duration("progress", 5*time.Second, "how often to log progress while loading or writing (0: after every request)")
 	if err := fset.Parse(args); err != nil {
 		return settings{}, err
 	}
 	if fset.NArg() > 0 {
 		return settings{}, fmt.Errorf("unexpected arguments %q", fset.Args())
 	}
-	o := settings{wait: *wait, data: *data}
+	o := settings{wait: *wait, data: *data, lim: limits{docs: *batchDocs, bytes: *batchBytes}, progress: *every}
 	if o.wait <= 0 {
 		return settings{}, errors.New("-wait must be positive")
 	}
 	if o.data == "" {
 		return settings{}, errors.New("-data must name the sample or a directory")
+	}
+	if o.lim.docs < 1 || o.lim.bytes < 1 {
+		return settings{}, errors.New("-batch-docs and -batch-bytes must be positive")
+	}
+	if o.progress < 0 {
+		return settings{}, errors.New("-progress must not be negative")
 	}
 	want := map[string]bool{}
 	for t := range strings.SplitSeq(*targets, ",") {
@@ -121,21 +151,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	logger.Info("newsroom loaded", "data", o.data, "documents", room.counts(), "assets", len(room.assets))
+	corp := room.corpus()
+	l := loader{lim: o.lim, every: o.progress, logger: logger}
 	start := time.Now()
 	w := waiter{wait: o.wait, logger: logger}
 	for _, t := range o.targets {
 		var err error
 		switch t {
 		case targetMongo:
-			err = seedMongo(ctx, o.cfg, room, w, logger)
+			err = seedMongo(ctx, o.cfg, corp, w, l)
 		case targetElastic:
-			err = seedElastic(ctx, o.cfg, room, w, logger)
+			err = seedElastic(ctx, o.cfg, corp, w, l)
 		case targetS3:
 			if !o.cfg.ObjStore.Enabled() {
 				logger.Info("s3: OBJSTORE_CONTAINER_NAME is not set; skipping object storage")
 				continue
 			}
-			err = seedS3(ctx, o.cfg, room, w, logger)
+			err = seedS3(ctx, o.cfg, corp, w, logger)
 		}
 		if err != nil {
 			return err
@@ -143,4 +175,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("seeded", "targets", o.targets, "duration", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// opTimeout bounds each request to a server (a bulk request, an insert of
+// a batch, a put): a stage of any size is many of them.
+const opTimeout = time.Minute
+
+// A loader is what the stages share: the size of their requests, how
+// often they report, and their clock.
+type loader struct {
+	lim    limits
+	every  time.Duration
+	logger *slog.Logger
+	// now and after are time.Now and time.After when nil; tests replace
+	// them so that progress and retries need no real time.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}
+
+func (l loader) progress(msg string, total int, attrs ...any) *progress {
+	return newProgress(l.logger, l.every, l.now, msg, total, attrs...)
+}
+
+// pause waits d, or until ctx ends.
+func (l loader) pause(ctx context.Context, d time.Duration) error {
+	after := l.after
+	if after == nil {
+		after = time.After
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-after(d):
+		return nil
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -47,6 +48,20 @@ func envOf(kv ...string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// -h prints what the seed does, then every flag.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	if err := run(t.Context(), []string{"-h"}, envOf(), &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"Usage: prodapi-seed [flags]", "-batch-docs int", "-progress duration"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestParseOptions(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -77,6 +92,17 @@ func TestParseOptions(t *testing.T) {
 			want: func(settings) string { return "" }},
 		{name: "subfolder false means none", env: []string{"OBJSTORE_S3_SUBFOLDER", "False"},
 			want: func(s settings) string { return cmp.Diff(s.cfg.ObjStore.Subfolder, "") }},
+		{name: "batches and progress", want: func(s settings) string {
+			return cmp.Diff([]any{s.lim, s.progress}, []any{limits{docs: 1000, bytes: 8 << 20}, 5 * time.Second},
+				cmp.AllowUnexported(limits{}))
+		}},
+		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-progress", "0"},
+			want: func(s settings) string {
+				return cmp.Diff([]any{s.lim, s.progress}, []any{limits{docs: 10, bytes: 2048}, time.Duration(0)}, cmp.AllowUnexported(limits{}))
+			}},
+		{name: "no batch", args: []string{"-batch-docs", "0"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
+		{name: "no bytes", args: []string{"-batch-bytes", "-1"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
+		{name: "negative progress", args: []string{"-progress", "-1s"}, wantErr: "-progress must not be negative"},
 		{name: "unknown target", args: []string{"-targets", "mongo,redis"}, wantErr: `unknown target "redis"`},
 		{name: "no target", args: []string{"-targets", ","}, wantErr: "nothing to load"},
 		{name: "zero wait", args: []string{"-wait", "0s"}, wantErr: "-wait must be positive"},
@@ -228,12 +254,24 @@ func TestRunFailsWhenAServerIsDown(t *testing.T) {
 	}
 }
 
-// docsOf returns the sample's documents by collection.
-func sampleDocs(t *testing.T) map[string][]*sources.Doc {
+// sampleRoom is the sample newsroom as the seed reads it.
+func sampleRoom(t *testing.T) *newsroom {
 	t.Helper()
 	room, err := loadNewsroom(t.Context(), sandbox.SampleFS())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return room.colls
+	return room
+}
+
+// sampleDocs returns the sample's documents by collection.
+func sampleDocs(t *testing.T) map[string][]*sources.Doc {
+	t.Helper()
+	return sampleRoom(t).colls
+}
+
+func idOf(d *sources.Doc) string {
+	v, _ := d.Get("_id")
+	id, _ := sources.IDString(v)
+	return id
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -17,9 +16,7 @@ import (
 	"github.com/prodapi/prodapi/sources/objstore"
 )
 
-const s3Timeout = time.Minute
-
-func seedS3(ctx context.Context, cfg config.Config, room *newsroom, w waiter, logger *slog.Logger) error {
+func seedS3(ctx context.Context, cfg config.Config, room *corpus, w waiter, logger *slog.Logger) error {
 	o := cfg.ObjStore
 	client, err := objstore.NewClient(ctx, o.AccessKeyID, string(o.SecretAccessKey), o.Region, o.EndpointURL)
 	if err != nil {
@@ -29,7 +26,7 @@ func seedS3(ctx context.Context, cfg config.Config, room *newsroom, w waiter, lo
 }
 
 // loadS3 puts every asset of room into the bucket, creating it if needed.
-func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *newsroom, w waiter, logger *slog.Logger) error {
+func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *corpus, w waiter, logger *slog.Logger) error {
 	bucket := o.Container
 	exists := false
 	// Any answer from the server means it is up, even "no such bucket"
@@ -48,14 +45,12 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *new
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s3Timeout)
-	defer cancel()
 	if !exists {
 		in := &s3.CreateBucketInput{Bucket: &bucket}
 		if o.Region != "" && o.Region != "us-east-1" {
 			in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(o.Region)}
 		}
-		_, err := client.CreateBucket(ctx, in)
+		err := within(ctx, func(ctx context.Context) error { _, err := client.CreateBucket(ctx, in); return err })
 		var owned *types.BucketAlreadyOwnedByYou
 		if err != nil && !errors.As(err, &owned) {
 			return fmt.Errorf("seed: s3: creating bucket %s: %w", bucket, err)
@@ -68,20 +63,23 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *new
 		if !ok {
 			return fmt.Errorf("seed: s3: no object can have the media id %q", a.name)
 		}
-		_, err := client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket:        &bucket,
-			Key:           &key,
-			Body:          bytes.NewReader(a.data),
-			ContentLength: aws.Int64(int64(len(a.data))),
-			ContentType:   &a.contentType,
-			// Superdesk's Amazon storage keeps the file name here; prodapi
-			// reports it.
-			Metadata: map[string]string{"filename": a.baseName()},
-		}, func(o *s3.Options) {
-			// A plain body with Content-Length, which every S3-compatible
-			// store takes, rather than the SDK's default aws-chunked body
-			// with a trailing checksum.
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		err := within(ctx, func(ctx context.Context) error {
+			_, err := client.PutObject(ctx, &s3.PutObjectInput{
+				Bucket:        &bucket,
+				Key:           &key,
+				Body:          bytes.NewReader(a.data),
+				ContentLength: aws.Int64(int64(len(a.data))),
+				ContentType:   &a.contentType,
+				// Superdesk's Amazon storage keeps the file name here; prodapi
+				// reports it.
+				Metadata: map[string]string{"filename": a.baseName()},
+			}, func(o *s3.Options) {
+				// A plain body with Content-Length, which every S3-compatible
+				// store takes, rather than the SDK's default aws-chunked body
+				// with a trailing checksum.
+				o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			})
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("seed: s3: putting %s: %w", key, err)
