@@ -402,9 +402,9 @@ func canonical(docs []*sources.Doc) []string {
 	return out
 }
 
-// The newsroom goes in bulk requests of at most -batch-docs documents
-// and -batch-bytes bytes, each index complete, with progress lines on
-// the way.
+// A scaled newsroom goes in bulk requests of at most -batch-docs
+// documents and -batch-bytes bytes, each index complete, with progress
+// lines on the way.
 func TestSeedElasticBatches(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -420,9 +420,9 @@ func TestSeedElasticBatches(t *testing.T) {
 			}
 			return ""
 		}},
-		{"by size", []string{"-batch-bytes", "8000"}, func(f *fakeES) string {
+		{"by size", []string{"-batch-bytes", "20000"}, func(f *fakeES) string {
 			for i, size := range f.sizes {
-				if size > 8000 && f.bulks[i] > 1 {
+				if size > 20000 && f.bulks[i] > 1 {
 					return fmt.Sprintf("a bulk of %d bytes", size)
 				}
 			}
@@ -436,7 +436,7 @@ func TestSeedElasticBatches(t *testing.T) {
 			t.Parallel()
 			f := newFakeES(t)
 			var log syncBuffer
-			args := append([]string{"-targets", "elastic", "-wait", "10s", "-progress", "0"}, tc.args...)
+			args := append([]string{"-targets", "elastic", "-wait", "10s", "-scale", "100", "-progress", "0"}, tc.args...)
 			if err := run(t.Context(), args, envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", "big"), &log); err != nil {
 				t.Fatalf("seed: %v\n%s", err, log.String())
 			}
@@ -445,14 +445,14 @@ func TestSeedElasticBatches(t *testing.T) {
 			if msg := tc.ok(f); msg != "" {
 				t.Errorf("%s; bulks: %v", msg, f.bulks)
 			}
-			if n := len(f.indexes["big_archive"].ids); n != 41 {
-				t.Errorf("%d items indexed, want 41", n)
+			if n := len(f.indexes["big_archive"].ids); n != 100 {
+				t.Errorf("%d items indexed, want 100", n)
 			}
 			total := 0
 			for _, n := range f.bulks {
 				total += n
 			}
-			want := 41 + 13 + 10 + 8 + 10 // items, assignments, planning, events, contacts
+			want := 100 + 3*13 + 3*10 + 3*8 + 10 // items, assignments, planning, events, contacts
 			if total != want || len(f.bulks) < 5*2 {
 				t.Errorf("%d documents in %d bulks, want %d in more than one bulk an index", total, len(f.bulks), want)
 			}

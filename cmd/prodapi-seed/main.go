@@ -2,10 +2,13 @@
 // sources/sandbox/sample) into a real platform, so that prodapi over
 // MongoDB, Elasticsearch and object storage answers as `make run` does
 // over the sandbox. compose.yaml runs it once, before prodapi starts.
+// It also makes a newsroom of any size out of that one (-scale), and
+// writes a newsroom as a sandbox directory instead of loading it (-out).
 //
 // Usage:
 //
 //	prodapi-seed [-wait 120s] [-data sample|DIR] [-targets mongo,elastic,s3]
+//	             [-scale N [-seed 1]] [-out DIR]
 //	             [-batch-docs 1000] [-batch-bytes 8388608] [-progress 5s]
 //
 // It reads the variables prodapi reads, with the same defaults (config
@@ -27,8 +30,10 @@
 //     in batches as Superdesk indexes them: _id the document's id as a string, _source
 //     the document without _id (datetimes as 2006-01-02T15:04:05+0000,
 //     ObjectIds as hex) plus _resource, the collection. Documents are sent
-//     in ascending _id order, so that Elasticsearch breaks sort ties as
-//     the sandbox does. Each index is refreshed and its count checked.
+//     in ascending _id order (a scaled newsroom's copy by copy), so that
+//     Elasticsearch breaks sort ties as the sandbox does (on a large index
+//     Lucene's merges may reorder them). Each index is refreshed and its
+//     count checked.
 //   - Object storage, when OBJSTORE_CONTAINER_NAME is set: the bucket is
 //     created if missing and every assets/ file is put under the key
 //     prodapi reads it from (objstore: "<24 hex>.<ext>" is the key
@@ -46,6 +51,27 @@
 // pause (half a second, doubling up to 30 s, ten tries in all). Every
 // -progress, each stage logs how many documents it has sent and at what
 // rate, and its last line gives its duration and rate.
+//
+// -scale N makes a newsroom of N items out of the one read: copy 0 is
+// that newsroom, and each further copy of its items, planning, events,
+// assignments and event history has ids of its own (a UUID's last twelve
+// digits, or an ObjectId's middle bytes, number the copy), links within
+// the copy, unique_ids of its own, and every datetime an hour or so
+// earlier than the copy before (a jitter of whole seconds drawn from
+// -seed and the copy's number). Desks, users, contacts, content types,
+// event files and media are not copied: every copy links to them. The
+// last copy holds only the items left to make N, chosen so that linked
+// items (a package and its members, a rewrite pair, a story and its
+// embedded pictures) come together. The same N and seed give the same
+// newsroom, and a smaller N's copies are a larger one's first. Nothing
+// is made before it is sent: documents are generated as each stage reads
+// them.
+//
+// -out DIR writes the newsroom (scaled or not) to DIR, which must be
+// empty or absent, as <collection>.json files (a JSON array in MongoDB
+// Extended JSON, one document a line) and assets/ (each file with the
+// time the sandbox reports for it), which PRODAPI_SANDBOX=DIR serves.
+// Nothing is loaded then.
 //
 // Running it again gives the same state. It logs JSON lines to stderr and
 // exits 1 on the first failure.

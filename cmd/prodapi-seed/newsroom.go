@@ -144,6 +144,15 @@ func (r *newsroom) corpus() *corpus {
 	return out
 }
 
+// counts is the number of documents per collection, for the log.
+func (c *corpus) counts() map[string]int {
+	m := make(map[string]int, len(c.colls))
+	for name, coll := range c.colls {
+		m[name] = coll.n
+	}
+	return m
+}
+
 // idOrder is the indexes of docs in ascending _id order (the string form
 // of ObjectIds), stable.
 func idOrder(docs []*sources.Doc) []int {

@@ -29,7 +29,14 @@ var allTargets = []string{targetMongo, targetElastic, targetS3}
 const usage = `Usage: prodapi-seed [flags]
 
 Loads a newsroom (the bundled sample, or -data DIR) into MongoDB, Elasticsearch and object
-storage as prodapi reads them (MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX, OBJSTORE_*).
+storage as prodapi reads them (MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX, OBJSTORE_*),
+or, with -out DIR, writes it as a sandbox directory. -scale N first makes a newsroom of N items
+out of it: copies of its items, planning, events, assignments and event history, with their
+links kept within each copy, ids unique, and times spread back an hour a copy.
+
+  prodapi-seed                                   # the sample into the platform
+  prodapi-seed -scale 300000                     # 300,000 items into the platform
+  prodapi-seed -scale 25000 -out /tmp/newsroom   # then PRODAPI_SANDBOX=/tmp/newsroom
 
 Flags:
 `
@@ -40,6 +47,9 @@ type settings struct {
 	wait     time.Duration // how long to wait for each server
 	data     string        // "sample" or a newsroom directory
 	targets  []string      // subset of allTargets, in allTargets order
+	scale    int           // items to make from the newsroom; 0: the newsroom as it is
+	seed     uint64        // of a scaled newsroom's time spread
+	out      string        // a directory to write the newsroom to instead of loading it
 	lim      limits        // of each bulk or insert request
 	progress time.Duration // between progress lines
 	cfg      config.Config
@@ -65,6 +75,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	wait := fset.Duration("wait", 120*time.Second, "how long to wait for each server to answer")
 	data := fset.String("data", "sample", `the newsroom to load: "sample" (the bundled one) or a directory of <collection>.json and assets/`)
 	targets := fset.String("targets", strings.Join(allTargets, ","), "what to load, comma-separated: "+strings.Join(allTargets, ","))
+	scale := fset.Int("scale", 0, "make a newsroom of this many items out of -data's (0: load it as it is)")
+	seed := fset.Uint64("seed", 1, "with -scale, what spreads the copies' times (the same seed and -scale give the same newsroom)")
+	out := fset.String("out", "", "write the newsroom as a sandbox directory (PRODAPI_SANDBOX=DIR serves it) instead of loading it; DIR must be empty or absent")
 	batchDocs := fset.Int("batch-docs", defaultBatchDocs, "at most this many documents per bulk or insert request")
 	batchBytes := fset.Int("batch-bytes", defaultBatchBytes, "at most this many bytes per bulk or insert request (a larger document goes alone)")
 	every := fset.Duration("progress", 5*time.Second, "how often to log progress while loading or writing (0: after every request)")
@@ -74,18 +87,27 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if fset.NArg() > 0 {
 		return settings{}, fmt.Errorf("unexpected arguments %q", fset.Args())
 	}
-	o := settings{wait: *wait, data: *data, lim: limits{docs: *batchDocs, bytes: *batchBytes}, progress: *every}
+	o := settings{wait: *wait, data: *data, scale: *scale, seed: *seed, out: *out,
+		lim: limits{docs: *batchDocs, bytes: *batchBytes}, progress: *every}
 	if o.wait <= 0 {
 		return settings{}, errors.New("-wait must be positive")
 	}
 	if o.data == "" {
 		return settings{}, errors.New("-data must name the sample or a directory")
 	}
+	if o.scale < 0 || o.scale > maxScale {
+		return settings{}, fmt.Errorf("-scale must be between 0 and %d", maxScale)
+	}
 	if o.lim.docs < 1 || o.lim.bytes < 1 {
 		return settings{}, errors.New("-batch-docs and -batch-bytes must be positive")
 	}
 	if o.progress < 0 {
 		return settings{}, errors.New("-progress must not be negative")
+	}
+	explicit := false
+	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "targets" })
+	if o.out != "" && explicit {
+		return settings{}, errors.New("-out writes a directory and loads nothing: it takes no -targets")
 	}
 	want := map[string]bool{}
 	for t := range strings.SplitSeq(*targets, ",") {
@@ -134,8 +156,8 @@ func newsroomFS(data string) (fs.FS, error) {
 	return os.DirFS(data), nil
 }
 
-// run seeds the platform; it logs JSON lines to stderr and returns the
-// first failure.
+// run seeds the platform, or writes the sandbox directory -out names; it
+// logs JSON lines to stderr and returns the first failure.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	o, err := parseOptions(args, getenv, stderr)
@@ -152,8 +174,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("newsroom loaded", "data", o.data, "documents", room.counts(), "assets", len(room.assets))
 	corp := room.corpus()
+	if o.scale > 0 {
+		s, err := newScaler(room, o.scale, o.seed)
+		if err != nil {
+			return err
+		}
+		corp = s.corpus()
+		logger.Info("newsroom scaled", "items", o.scale, "copies", s.copies, "seed", o.seed, "documents", corp.counts())
+		if s.broken {
+			logger.Warn("newsroom scaled: the last copy could not take its items in whole linked groups; some of its links point to items it does not have")
+		}
+	}
 	l := loader{lim: o.lim, every: o.progress, logger: logger}
 	start := time.Now()
+	if o.out != "" {
+		if err := writeSandbox(ctx, o.out, corp, l); err != nil {
+			return err
+		}
+		logger.Info("written", "dir", o.out, "duration", time.Since(start).Round(time.Millisecond).String())
+		return nil
+	}
 	w := waiter{wait: o.wait, logger: logger}
 	for _, t := range o.targets {
 		var err error

@@ -48,14 +48,14 @@ func envOf(kv ...string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-// -h prints what the seed does, then every flag.
+// -h prints what the seed does, with examples, then every flag.
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	var out syncBuffer
 	if err := run(t.Context(), []string{"-h"}, envOf(), &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run -h = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"Usage: prodapi-seed [flags]", "-batch-docs int", "-progress duration"} {
+	for _, want := range []string{"Usage: prodapi-seed [flags]", "prodapi-seed -scale 300000", "-batch-docs int", "-scale int", "-out string"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, out.String())
 		}
@@ -93,16 +93,22 @@ func TestParseOptions(t *testing.T) {
 		{name: "subfolder false means none", env: []string{"OBJSTORE_S3_SUBFOLDER", "False"},
 			want: func(s settings) string { return cmp.Diff(s.cfg.ObjStore.Subfolder, "") }},
 		{name: "batches and progress", want: func(s settings) string {
-			return cmp.Diff([]any{s.lim, s.progress}, []any{limits{docs: 1000, bytes: 8 << 20}, 5 * time.Second},
+			return cmp.Diff([]any{s.lim, s.progress, s.scale, s.out}, []any{limits{docs: 1000, bytes: 8 << 20}, 5 * time.Second, 0, ""},
 				cmp.AllowUnexported(limits{}))
 		}},
 		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-progress", "0"},
 			want: func(s settings) string {
 				return cmp.Diff([]any{s.lim, s.progress}, []any{limits{docs: 10, bytes: 2048}, time.Duration(0)}, cmp.AllowUnexported(limits{}))
 			}},
+		{name: "scaled, written out", args: []string{"-scale", "300000", "-seed", "9", "-out", "/tmp/newsroom"},
+			want: func(s settings) string {
+				return cmp.Diff([]any{s.scale, s.seed, s.out}, []any{300000, uint64(9), "/tmp/newsroom"})
+			}},
 		{name: "no batch", args: []string{"-batch-docs", "0"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
 		{name: "no bytes", args: []string{"-batch-bytes", "-1"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
 		{name: "negative progress", args: []string{"-progress", "-1s"}, wantErr: "-progress must not be negative"},
+		{name: "negative scale", args: []string{"-scale", "-1"}, wantErr: "-scale must be between 0 and"},
+		{name: "out with targets", args: []string{"-out", "/tmp/x", "-targets", "mongo"}, wantErr: "takes no -targets"},
 		{name: "unknown target", args: []string{"-targets", "mongo,redis"}, wantErr: `unknown target "redis"`},
 		{name: "no target", args: []string{"-targets", ","}, wantErr: "nothing to load"},
 		{name: "zero wait", args: []string{"-wait", "0s"}, wantErr: "-wait must be positive"},
