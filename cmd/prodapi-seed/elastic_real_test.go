@@ -1,12 +1,14 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 
 	essrc "github.com/prodapi/prodapi/sources/elastic"
+	"github.com/prodapi/prodapi/sources/sandbox"
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
@@ -14,7 +16,9 @@ import (
 // (test/realserver; skipped loudly without Java and Maven): the mappings
 // are accepted, every document is indexed, seeding again replaces the
 // indexes, and every search resource's default list reads back through
-// the adapter as the sandbox answers it.
+// the adapter as the sandbox answers it. A scaled newsroom, sent in many
+// small bulk requests, reads back as the sandbox answers it from the
+// directory -out writes.
 func TestSeedElasticReal(t *testing.T) {
 	var servers realserver.Set
 	defer servers.Close()
@@ -32,4 +36,23 @@ func TestSeedElasticReal(t *testing.T) {
 	}
 	store := essrc.New(client, essrc.Options{Index: "superdesk", Timeout: 30 * time.Second})
 	readsAsTheSandbox(t, store)
+
+	var log syncBuffer
+	scale := []string{"-scale", "150", "-seed", "3", "-batch-docs", "16", "-batch-bytes", "65536", "-progress", "0"}
+	env = envOf("ELASTICSEARCH_URL", es.URL, "ELASTICSEARCH_INDEX", "scaled")
+	if err := run(t.Context(), append([]string{"-targets", "elastic", "-wait", "1m"}, scale...), env, &log); err != nil {
+		t.Fatalf("seed -scale: %v\n%s", err, log.String())
+	}
+	if n := strings.Count(log.String(), `"msg":"elastic: indexing","index":"scaled_archive"`); n < 150/16 {
+		t.Errorf("%d progress lines for scaled_archive, want one a bulk request:\n%s", n, log.String())
+	}
+	dir := t.TempDir() + "/scaled"
+	if err := run(t.Context(), append([]string{"-out", dir}, scale...), env, &log); err != nil {
+		t.Fatalf("seed -out: %v\n%s", err, log.String())
+	}
+	sb, err := sandbox.Open(dir, sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readsAs(t, essrc.New(client, essrc.Options{Index: "scaled", Timeout: 30 * time.Second}), sb, false)
 }
