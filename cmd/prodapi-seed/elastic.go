@@ -45,7 +45,7 @@ func searchCollections() []string {
 }
 
 func seedElastic(ctx context.Context, cfg config.Config, room *corpus, w waiter, l loader) error {
-	client, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), opTimeout))
+	client, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), l.requestTimeout()))
 	if err != nil {
 		return fmt.Errorf("seed: elastic: %w", err)
 	}
@@ -179,7 +179,7 @@ func (es esClient) do(ctx context.Context, method, target, contentType string, b
 // send sends one request under its own timeout and returns the answer's
 // status and body.
 func (es esClient) send(ctx context.Context, method, target, contentType string, body []byte) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, es.l.requestTimeout())
 	defer cancel()
 	var r io.Reader
 	if body != nil {

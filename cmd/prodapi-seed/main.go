@@ -9,7 +9,7 @@
 //
 //	prodapi-seed [-wait 120s] [-data sample|DIR] [-targets mongo,elastic,s3]
 //	             [-scale N [-seed 1]] [-out DIR]
-//	             [-batch-docs 1000] [-batch-bytes 8388608] [-progress 5s]
+//	             [-batch-docs 1000] [-batch-bytes 8388608] [-request-timeout 2m] [-progress 5s]
 //
 // It reads the variables prodapi reads, with the same defaults (config
 // package): MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX and the
@@ -45,10 +45,10 @@
 // whatever the newsroom's size: a request carries at most -batch-docs
 // documents and -batch-bytes bytes (a larger document goes alone), and
 // the next batch is encoded while one is sent. Each request has its own
-// timeout of a minute. A bulk request Elasticsearch finds too large (413)
-// is split in two until it passes; one it refuses with 429 (its queues
-// are full), or the documents of one it refuses so, go again after a
-// pause (half a second, doubling up to 30 s, ten tries in all). Every
+// timeout, -request-timeout. A bulk request Elasticsearch finds too
+// large (413) is split in two until it passes; one it refuses with 429
+// (its queues are full), or the documents of one it refuses so, go again
+// after a pause (half a second, doubling up to 30 s, ten tries in all). Every
 // -progress, each stage logs how many documents it has sent and at what
 // rate, and its last line gives its duration and rate.
 //

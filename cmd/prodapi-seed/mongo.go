@@ -47,7 +47,7 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 
 	for _, c := range sources.Collections {
 		coll, ok := room.colls[c]
-		if err := drop(ctx, db.Collection(c)); err != nil {
+		if err := l.drop(ctx, db.Collection(c)); err != nil {
 			return fmt.Errorf("seed: mongo: %s: %w", c, err)
 		}
 		if !ok {
@@ -55,7 +55,7 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 		}
 		p := l.progress("mongo: inserting", coll.n, "database", db.Name(), "collection", c)
 		err := batches(ctx, coll.docs(false), l.lim, appendBSON, func(ctx context.Context, b batch) error {
-			if err := insert(ctx, db.Collection(c), b); err != nil {
+			if err := l.insert(ctx, db.Collection(c), b); err != nil {
 				return err
 			}
 			p.add(b.len())
@@ -78,20 +78,20 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 		docs []any
 	}{{filesColl, files}, {chunksColl, chunks}} {
 		name, docs := bucket.name, bucket.docs
-		if err := drop(ctx, db.Collection(name)); err != nil {
+		if err := l.drop(ctx, db.Collection(name)); err != nil {
 			return fmt.Errorf("seed: mongo: %s: %w", name, err)
 		}
 		// GridFS chunks are up to 255 KiB each: batches of a few.
 		for len(docs) > 0 {
 			n := min(len(docs), 16)
-			if err := within(ctx, func(ctx context.Context) error { _, err := db.Collection(name).InsertMany(ctx, docs[:n]); return err }); err != nil {
+			if err := l.within(ctx, func(ctx context.Context) error { _, err := db.Collection(name).InsertMany(ctx, docs[:n]); return err }); err != nil {
 				return fmt.Errorf("seed: mongo: %s: insert: %w", name, err)
 			}
 			docs = docs[n:]
 		}
 	}
 	// The indexes a driver creates on a bucket's first upload.
-	err = within(ctx, func(ctx context.Context) error {
+	err = l.within(ctx, func(ctx context.Context) error {
 		_, err := db.Collection(filesColl).Indexes().CreateOne(ctx, mongo.IndexModel{
 			Keys: bson.D{{Key: "filename", Value: 1}, {Key: "uploadDate", Value: 1}}})
 		return err
@@ -99,7 +99,7 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 	if err != nil {
 		return fmt.Errorf("seed: mongo: %s index: %w", filesColl, err)
 	}
-	err = within(ctx, func(ctx context.Context) error {
+	err = l.within(ctx, func(ctx context.Context) error {
 		_, err := db.Collection(chunksColl).Indexes().CreateOne(ctx, mongo.IndexModel{
 			Keys: bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, Options: options.Index().SetUnique(true)})
 		return err
@@ -111,28 +111,21 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 	return nil
 }
 
-// within runs one operation under its own timeout.
-func within(ctx context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	return op(ctx)
-}
-
 // drop drops coll; a missing collection is fine.
-func drop(ctx context.Context, coll *mongo.Collection) error {
-	if err := within(ctx, func(ctx context.Context) error { return coll.Drop(ctx) }); err != nil {
+func (l loader) drop(ctx context.Context, coll *mongo.Collection) error {
+	if err := l.within(ctx, func(ctx context.Context) error { return coll.Drop(ctx) }); err != nil {
 		return fmt.Errorf("drop: %w", err)
 	}
 	return nil
 }
 
 // insert inserts a batch of BSON documents, in order.
-func insert(ctx context.Context, coll *mongo.Collection, b batch) error {
+func (l loader) insert(ctx context.Context, coll *mongo.Collection, b batch) error {
 	docs := make([]bson.Raw, b.len())
 	for i := range docs {
 		docs[i] = b.item(i)
 	}
-	if err := within(ctx, func(ctx context.Context) error { _, err := coll.InsertMany(ctx, docs); return err }); err != nil {
+	if err := l.within(ctx, func(ctx context.Context) error { _, err := coll.InsertMany(ctx, docs); return err }); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
 	return nil

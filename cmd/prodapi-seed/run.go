@@ -51,6 +51,7 @@ type settings struct {
 	seed     uint64        // of a scaled newsroom's time spread
 	out      string        // a directory to write the newsroom to instead of loading it
 	lim      limits        // of each bulk or insert request
+	timeout  time.Duration // of each request while loading
 	progress time.Duration // between progress lines
 	cfg      config.Config
 }
@@ -80,6 +81,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	out := fset.String("out", "", "write the newsroom as a sandbox directory (PRODAPI_SANDBOX=DIR serves it) instead of loading it; DIR must be empty or absent")
 	batchDocs := fset.Int("batch-docs", defaultBatchDocs, "at most this many documents per bulk or insert request")
 	batchBytes := fset.Int("batch-bytes", defaultBatchBytes, "at most this many bytes per bulk or insert request (a larger document goes alone)")
+	timeout := fset.Duration("request-timeout", defaultRequestTimeout, "how long each request may take while loading (a bulk request, an insert, a put)")
 	every := fset.Duration("progress", 5*time.Second, "how often to log progress while loading or writing (0: after every request)")
 	if err := fset.Parse(args); err != nil {
 		return settings{}, err
@@ -88,7 +90,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return settings{}, fmt.Errorf("unexpected arguments %q", fset.Args())
 	}
 	o := settings{wait: *wait, data: *data, scale: *scale, seed: *seed, out: *out,
-		lim: limits{docs: *batchDocs, bytes: *batchBytes}, progress: *every}
+		lim: limits{docs: *batchDocs, bytes: *batchBytes}, timeout: *timeout, progress: *every}
 	if o.wait <= 0 {
 		return settings{}, errors.New("-wait must be positive")
 	}
@@ -100,6 +102,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.lim.docs < 1 || o.lim.bytes < 1 {
 		return settings{}, errors.New("-batch-docs and -batch-bytes must be positive")
+	}
+	if o.timeout <= 0 {
+		return settings{}, errors.New("-request-timeout must be positive")
 	}
 	if o.progress < 0 {
 		return settings{}, errors.New("-progress must not be negative")
@@ -185,7 +190,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			logger.Warn("newsroom scaled: the last copy could not take its items in whole linked groups; some of its links point to items it does not have")
 		}
 	}
-	l := loader{lim: o.lim, every: o.progress, logger: logger}
+	l := loader{lim: o.lim, timeout: o.timeout, every: o.progress, logger: logger}
 	start := time.Now()
 	if o.out != "" {
 		if err := writeSandbox(ctx, o.out, corp, l); err != nil {
@@ -207,7 +212,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 				logger.Info("s3: OBJSTORE_CONTAINER_NAME is not set; skipping object storage")
 				continue
 			}
-			err = seedS3(ctx, o.cfg, corp, w, logger)
+			err = seedS3(ctx, o.cfg, corp, w, l)
 		}
 		if err != nil {
 			return err
@@ -217,16 +222,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-// opTimeout bounds each request to a server (a bulk request, an insert of
-// a batch, a put): a stage of any size is many of them.
-const opTimeout = time.Minute
-
-// A loader is what the stages share: the size of their requests, how
-// often they report, and their clock.
+// A loader is what the stages share: the size of their requests and the
+// time each may take, how often they report, and their clock.
 type loader struct {
-	lim    limits
-	every  time.Duration
-	logger *slog.Logger
+	lim     limits
+	timeout time.Duration // of each request (a stage of any size is many); 0: defaultRequestTimeout
+	every   time.Duration
+	logger  *slog.Logger
 	// now and after are time.Now and time.After when nil; tests replace
 	// them so that progress and retries need no real time.
 	now   func() time.Time
@@ -235,6 +237,24 @@ type loader struct {
 
 func (l loader) progress(msg string, total int, attrs ...any) *progress {
 	return newProgress(l.logger, l.every, l.now, msg, total, attrs...)
+}
+
+// defaultRequestTimeout is generous: a bulk request of a few megabytes
+// can take tens of seconds on a busy single node.
+const defaultRequestTimeout = 2 * time.Minute
+
+func (l loader) requestTimeout() time.Duration {
+	if l.timeout > 0 {
+		return l.timeout
+	}
+	return defaultRequestTimeout
+}
+
+// within runs one request under its own timeout.
+func (l loader) within(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.requestTimeout())
+	defer cancel()
+	return op(ctx)
 }
 
 // pause waits d, or until ctx ends.

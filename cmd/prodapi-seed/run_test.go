@@ -96,9 +96,10 @@ func TestParseOptions(t *testing.T) {
 			return cmp.Diff([]any{s.lim, s.progress, s.scale, s.out}, []any{limits{docs: 1000, bytes: 8 << 20}, 5 * time.Second, 0, ""},
 				cmp.AllowUnexported(limits{}))
 		}},
-		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-progress", "0"},
+		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-progress", "0", "-request-timeout", "10m"},
 			want: func(s settings) string {
-				return cmp.Diff([]any{s.lim, s.progress}, []any{limits{docs: 10, bytes: 2048}, time.Duration(0)}, cmp.AllowUnexported(limits{}))
+				return cmp.Diff([]any{s.lim, s.progress, s.timeout}, []any{limits{docs: 10, bytes: 2048}, time.Duration(0), 10 * time.Minute},
+					cmp.AllowUnexported(limits{}))
 			}},
 		{name: "scaled, written out", args: []string{"-scale", "300000", "-seed", "9", "-out", "/tmp/newsroom"},
 			want: func(s settings) string {
@@ -106,6 +107,7 @@ func TestParseOptions(t *testing.T) {
 			}},
 		{name: "no batch", args: []string{"-batch-docs", "0"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
 		{name: "no bytes", args: []string{"-batch-bytes", "-1"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
+		{name: "no time", args: []string{"-request-timeout", "0s"}, wantErr: "-request-timeout must be positive"},
 		{name: "negative progress", args: []string{"-progress", "-1s"}, wantErr: "-progress must not be negative"},
 		{name: "negative scale", args: []string{"-scale", "-1"}, wantErr: "-scale must be between 0 and"},
 		{name: "out with targets", args: []string{"-out", "/tmp/x", "-targets", "mongo"}, wantErr: "takes no -targets"},
@@ -261,7 +263,7 @@ func TestRunFailsWhenAServerIsDown(t *testing.T) {
 }
 
 // sampleRoom is the sample newsroom as the seed reads it.
-func sampleRoom(t *testing.T) *newsroom {
+func sampleRoom(t testing.TB) *newsroom {
 	t.Helper()
 	room, err := loadNewsroom(t.Context(), sandbox.SampleFS())
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -16,17 +15,17 @@ import (
 	"github.com/prodapi/prodapi/sources/objstore"
 )
 
-func seedS3(ctx context.Context, cfg config.Config, room *corpus, w waiter, logger *slog.Logger) error {
+func seedS3(ctx context.Context, cfg config.Config, room *corpus, w waiter, l loader) error {
 	o := cfg.ObjStore
 	client, err := objstore.NewClient(ctx, o.AccessKeyID, string(o.SecretAccessKey), o.Region, o.EndpointURL)
 	if err != nil {
 		return fmt.Errorf("seed: s3: %w", err)
 	}
-	return loadS3(ctx, client, o, room, w, logger)
+	return loadS3(ctx, client, o, room, w, l)
 }
 
 // loadS3 puts every asset of room into the bucket, creating it if needed.
-func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *corpus, w waiter, logger *slog.Logger) error {
+func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *corpus, w waiter, l loader) error {
 	bucket := o.Container
 	exists := false
 	// Any answer from the server means it is up, even "no such bucket"
@@ -50,12 +49,12 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *cor
 		if o.Region != "" && o.Region != "us-east-1" {
 			in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(o.Region)}
 		}
-		err := within(ctx, func(ctx context.Context) error { _, err := client.CreateBucket(ctx, in); return err })
+		err := l.within(ctx, func(ctx context.Context) error { _, err := client.CreateBucket(ctx, in); return err })
 		var owned *types.BucketAlreadyOwnedByYou
 		if err != nil && !errors.As(err, &owned) {
 			return fmt.Errorf("seed: s3: creating bucket %s: %w", bucket, err)
 		}
-		logger.Info("s3: bucket created", "bucket", bucket)
+		l.logger.Info("s3: bucket created", "bucket", bucket)
 	}
 	for _, a := range room.assets {
 		// The key prodapi asks S3 for, by objstore's own rule.
@@ -63,7 +62,7 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *cor
 		if !ok {
 			return fmt.Errorf("seed: s3: no object can have the media id %q", a.name)
 		}
-		err := within(ctx, func(ctx context.Context) error {
+		err := l.within(ctx, func(ctx context.Context) error {
 			_, err := client.PutObject(ctx, &s3.PutObjectInput{
 				Bucket:        &bucket,
 				Key:           &key,
@@ -85,7 +84,7 @@ func loadS3(ctx context.Context, client *s3.Client, o config.ObjStore, room *cor
 			return fmt.Errorf("seed: s3: putting %s: %w", key, err)
 		}
 	}
-	logger.Info("s3: objects loaded", "bucket", bucket, "prefix", o.Subfolder, "objects", len(room.assets))
+	l.logger.Info("s3: objects loaded", "bucket", bucket, "prefix", o.Subfolder, "objects", len(room.assets))
 	return nil
 }
 
