@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
-.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench fuzz build docs-ui docs-test clients-test
+.PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench seed-bench fuzz build docs-ui docs-test clients-test
 
 ## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
 run:
@@ -139,6 +139,15 @@ seed:
 ## Redis scenarios); BENCHFLAGS passes flags, e.g. BENCHFLAGS='-scenarios hit-local -rounds 10'. See BENCHMARKS.md
 bench: build
 	$(GO) run ./cmd/prodapi-bench -prodapi bin/prodapi $(BENCHFLAGS)
+
+# The items of make seed-bench's newsroom, and the benchmarks it runs (a -bench pattern).
+SEED_BENCH_ITEMS ?= 300000
+SEED_BENCH ?= BenchmarkSeedScale
+## seed-bench: prodapi-seed -scale SEED_BENCH_ITEMS (default 300000) into a real Elasticsearch 7.10.2 node and a real
+## FerretDB, written as a sandbox directory (25,000 items and that many), and prodapi started on it: time, docs/s and
+## peak RSS of each. A benchmark (about two hours on two busy cores), never run by make test or CI. See BENCHMARKS.md
+seed-bench:
+	PRODAPI_SEED_BENCH_ITEMS=$(SEED_BENCH_ITEMS) $(GO) test -run '^$$' -bench '$(SEED_BENCH)' -benchtime 1x -timeout 6h ./cmd/prodapi-seed
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 fuzz:
