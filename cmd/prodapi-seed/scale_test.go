@@ -332,16 +332,34 @@ func TestScaleKeepsLinks(t *testing.T) {
 	t.Parallel()
 	room := sampleRoom(t)
 	per := len(room.colls["archive"])
-	var sizes []int
-	for n := 1; n <= 2*per+1; n++ {
-		sizes = append(sizes, n)
-	}
-	sizes = append(sizes, 1000, 2500)
-	for _, n := range sizes {
-		colls := scaled(t, room, n, 1)
-		if problems := brokenLinks(colls, room.assets, copyNumber); len(problems) > 0 {
-			t.Errorf("-scale %d: %d broken links:\n%s", n, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+	check := func(s *scaler) {
+		t.Helper()
+		if s.broken {
+			t.Errorf("-scale %d: the last copy breaks links", s.items)
 		}
+		if problems := brokenLinks(collect(s.corpus()), room.assets, copyNumber); len(problems) > 0 {
+			t.Errorf("-scale %d: %d broken links:\n%s", s.items, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+		}
+	}
+	// Every size of the last copy, over one or two copies, on one
+	// compiled template (compiling is the slow part).
+	s, err := newScaler(room, 2*per, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := s.itemLinks()
+	for n := 1; n <= 2*per; n++ {
+		c := *s
+		c.items, c.copies = n, (n+per-1)/per
+		c.last, c.broken = lastCopy(room.colls["archive"], links, n-(c.copies-1)*per)
+		check(&c)
+	}
+	for _, n := range []int{1000, 2500} {
+		s, err := newScaler(room, n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(s)
 	}
 }
 
