@@ -121,9 +121,13 @@ func (es esClient) load(ctx context.Context, index, collection string, mapping [
 	return nil
 }
 
-// bulk indexes a batch. A 413 (the body is over the server's or a proxy's
-// limit) splits it in two, down to single documents; a 429 for the
-// request, or for some of its documents, sends them again after a pause.
+// bulk indexes a batch. A 413 (the body is over the server's or a
+// proxy's limit) splits it in two, down to single documents, and so does
+// a 429 that says the body is too large for the node's memory (a
+// circuit breaker, or indexing pressure: a node takes at most 10% of its
+// heap in bulk bodies at once). Another 429 for the request, or a 429
+// for some of its documents (the node's queues are full), sends them
+// again after a pause.
 func (es esClient) bulk(ctx context.Context, b batch) error {
 	delay := firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -131,15 +135,18 @@ func (es esClient) bulk(ctx context.Context, b batch) error {
 		if err != nil {
 			return err
 		}
+		reason := ""
 		switch {
-		case status == http.StatusRequestEntityTooLarge && b.len() > 1:
+		case status == http.StatusRequestEntityTooLarge && b.len() > 1,
+			status == http.StatusTooManyRequests && b.len() > 1 && tooMuchMemory(body):
+			es.l.logger.Info("elastic: bulk too large, splitting it", "status", status, "documents", b.len(), "bytes", len(b.buf))
 			half := b.len() / 2
 			if err := es.bulk(ctx, b.sub(0, half)); err != nil {
 				return err
 			}
 			return es.bulk(ctx, b.sub(half, b.len()))
 		case status == http.StatusTooManyRequests:
-			// all of it again
+			reason = errorType(body) // all of it again
 		case status == http.StatusOK:
 			again, err := bulkErrors(body)
 			if err != nil {
@@ -149,18 +156,42 @@ func (es esClient) bulk(ctx context.Context, b batch) error {
 				return nil
 			}
 			b = b.pick(again)
+			reason = "refused items"
 		default:
 			return fmt.Errorf("POST /_bulk: %d: %.500s", status, bytes.TrimSpace(body))
 		}
 		if attempt == maxBulkAttempts {
 			return fmt.Errorf("bulk: %d documents still refused with 429 after %d attempts", b.len(), attempt)
 		}
-		es.l.logger.Info("elastic: busy (429), sending again", "documents", b.len(), "attempt", attempt, "pause", delay.String())
+		es.l.logger.Info("elastic: busy (429), sending again", "reason", reason, "documents", b.len(), "attempt", attempt, "pause", delay.String())
 		if err := es.l.pause(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, maxBackoff)
 	}
+}
+
+// errorType is the type of the error an Elasticsearch answer carries, ""
+// when it carries none.
+func errorType(body []byte) string {
+	t, _ := errorOf(body)
+	return t
+}
+
+func errorOf(body []byte) (typ, reason string) {
+	var res struct {
+		Error struct{ Type, Reason string }
+	}
+	json.Unmarshal(body, &res)
+	return res.Error.Type, res.Error.Reason
+}
+
+// tooMuchMemory reports whether a 429 says the request's body is more
+// than the node can hold: a circuit breaker tripped, or indexing pressure
+// (whose reason counts the bytes held against the limit) refused it.
+func tooMuchMemory(body []byte) bool {
+	typ, reason := errorOf(body)
+	return typ == "circuit_breaking_exception" || strings.Contains(reason, "coordinating_and_primary_bytes")
 }
 
 // do sends one request and returns the body of an answer with one of the

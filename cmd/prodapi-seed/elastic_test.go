@@ -39,11 +39,12 @@ type fakeES struct {
 	refuse   map[string]bool // ids whose bulk item fails
 	lose     int             // documents _count leaves out
 	maxBody  int             // a larger bulk body is refused with 413 (0: no limit)
+	maxHeld  int             // a larger one with 429, as indexing pressure does (0: no limit)
 	busy     int             // bulk requests still to refuse with 429
 	busyIDs  map[string]int  // bulk items to refuse with 429, so many times each
 	bulks    []int           // documents per bulk request answered, in order
 	sizes    []int           // and its body's size
-	tooLarge int             // bulk requests refused with 413
+	tooLarge int             // bulk requests refused for their size
 }
 
 type fakeIndex struct {
@@ -116,6 +117,11 @@ func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
 		case f.maxBody > 0 && len(b) > f.maxBody:
 			f.tooLarge++
 			reply(413, "")
+		case f.maxHeld > 0 && len(b) > f.maxHeld:
+			f.tooLarge++
+			reply(429, fmt.Sprintf(`{"error":{"type":"es_rejected_execution_exception","reason":"rejected execution of coordinating operation `+
+				`[coordinating_and_primary_bytes=0, replica_bytes=0, all_bytes=0, coordinating_operation_bytes=%d, max_coordinating_and_primary_bytes=%d]"},"status":429}`,
+				len(b), f.maxHeld))
 		case f.busy > 0:
 			f.busy--
 			reply(429, `{"error":{"type":"es_rejected_execution_exception","reason":"rejected execution"},"status":429}`)
@@ -492,14 +498,16 @@ func esFor(t *testing.T, f *fakeES, lim limits, log *syncBuffer) esClient {
 	return esClient{c: client, l: loader{lim: lim, logger: jsonLogger(log), after: now}}
 }
 
-// A bulk over the server's size limit (413) is split until it passes; a
-// request or items refused with 429 go again after a pause; every
-// document ends up indexed once.
+// A bulk over the server's size limit (413) or its memory for bulks (429
+// from indexing pressure) is split until it passes; a request or items
+// refused with 429 otherwise go again after a pause; every document ends
+// up indexed once.
 func TestElasticBulkRetries(t *testing.T) {
 	t.Parallel()
 	coll := sampleRoom(t).corpus().colls["archive"]
 	f := newFakeES(t)
-	f.maxBody = 40000
+	f.maxBody = 80000
+	f.maxHeld = 40000
 	f.busy = 2
 	var busy []string
 	for d := range coll.docs(true) {
@@ -521,8 +529,15 @@ func TestElasticBulkRetries(t *testing.T) {
 	if !slices.Contains(f.indexes["r_archive"].ids, busy[0]) {
 		t.Errorf("%s, refused twice with 429, is not indexed", busy[0])
 	}
-	if f.tooLarge == 0 {
-		t.Error("no bulk was over the limit: the test tests nothing")
+	for _, want := range []string{`"status":413,"documents":41`, `"status":429,"documents":21`} {
+		if !strings.Contains(log.String(), `"msg":"elastic: bulk too large, splitting it",`+want) {
+			t.Errorf("no split logged with %s (%d bulks refused for their size):\n%s", want, f.tooLarge, log.String())
+		}
+	}
+	for i, size := range f.sizes {
+		if size > f.maxHeld && f.bulks[i] > 1 {
+			t.Errorf("a bulk of %d bytes and %d documents was indexed, over the limit of %d", size, f.bulks[i], f.maxHeld)
+		}
 	}
 	if got := strings.Count(log.String(), "elastic: busy (429)"); got < 2+2 {
 		t.Errorf("%d pauses after a 429, want at least 4:\n%s", got, log.String())

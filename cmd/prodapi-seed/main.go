@@ -46,11 +46,15 @@
 // documents and -batch-bytes bytes (a larger document goes alone), and
 // the next batch is encoded while one is sent. Each request has its own
 // timeout, -request-timeout. A bulk request Elasticsearch finds too
-// large (413) is split in two until it passes; one it refuses with 429
-// (its queues are full), or the documents of one it refuses so, go again
-// after a pause (half a second, doubling up to 30 s, ten tries in all). Every
-// -progress, each stage logs how many documents it has sent and at what
-// rate, and its last line gives its duration and rate.
+// large is split in two until it passes: a 413 (over
+// http.max_content_length, 100 MB by default: about 28,000 sample items)
+// or a 429 for memory (a circuit breaker, or indexing pressure: a node
+// holds at most 10% of its heap in bulk bodies, 51 MB on a 512 MB heap).
+// One it refuses with another 429 (its queues are full), or the
+// documents of one it refuses so, go again after a pause (half a second,
+// doubling up to 30 s, ten tries in all). Every -progress, each stage
+// logs how many documents it has sent and at what rate, and its last
+// line gives its duration and rate.
 //
 // -scale N makes a newsroom of N items out of the one read: copy 0 is
 // that newsroom, and each further copy of its items, planning, events,
