@@ -103,7 +103,6 @@ type Cache struct {
 	loadTimeout time.Duration
 	searchLag   time.Duration
 
-	keys  *keyMemo
 	gzip  gzipPool
 	inval invalLog  // recent invalidations, for the fills under way
 	known knownGens // generations read from Redis, kept while subscribed
@@ -130,7 +129,6 @@ func New(shared *redistier.Tier, load Loader, opts Options) *Cache {
 		notFoundTTL: opts.NotFoundTTL,
 		loadTimeout: cmp.Or(opts.LoadTimeout, DefaultLoadTimeout),
 		searchLag:   cmp.Or(opts.SearchLag, 2*time.Second),
-		keys:        newKeyMemo(),
 		log:         opts.Logger,
 		now:         opts.Now,
 		metrics:     newMetrics(opts.Metrics),
@@ -205,14 +203,17 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		rep, err := c.bypass(ctx, q)
 		return rep, "none", err
 	}
-	key := c.keys.of(q)
-
-	// The in-process tier.
+	// The in-process tier, asked with the key in a buffer on the stack:
+	// a hit makes no string of it.
+	var buf [256]byte
+	kb := appendKey(buf[:0], q)
 	now := c.now()
-	if r := c.local.get(key, now); r != nil {
-		if now.Before(r.localUntil) {
-			return c.localHit(res, r, now), "local", nil
-		}
+	r := c.local.getBytes(kb, now)
+	if r != nil && now.Before(r.localUntil) {
+		return c.localHit(res, r, now), "local", nil
+	}
+	key := string(kb)
+	if r != nil {
 		if refreshing, status := c.bg.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.

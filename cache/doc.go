@@ -27,9 +27,9 @@
 // process, hands it to the cache and to the change feed (cache/feed,
 // whose lease and resume token it keeps), and closes it after the cache.
 //
-// Two memos only save work on the hit path: keyMemo (key.go) keeps the
-// keys of recent queries, and the hit memo (hitmemo.go) a local hit's
-// representation for a second.
+// One memo only saves work on the hit path: the hit memo (hitmemo.go)
+// keeps a local hit's representation for a second. A hit builds its key
+// in a buffer on its stack and asks the in-process tier with it in place.
 //
 // # Keys
 //

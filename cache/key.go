@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"hash/maphash"
 	"slices"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
@@ -38,6 +36,14 @@ const maxReadable = 128
 // prefix stays. Values are escaped so that '&', '=', '#', '%', spaces and
 // non-ASCII bytes cannot make two requests collide.
 func Key(q *sources.Query) string {
+	var buf [256]byte
+	return string(appendKey(buf[:0], q))
+}
+
+// appendKey appends Key(q) to b: the hit path builds the key in a buffer
+// on its stack and looks the in-process tier up with it in place
+// (local.getBytes), so that a hit makes no string of it.
+func appendKey(b []byte, q *sources.Query) []byte {
 	var name string
 	if q.Resource != nil {
 		name = q.Resource.Name
@@ -47,8 +53,7 @@ func Key(q *sources.Query) string {
 		kind = "detail:"
 	}
 
-	var buf [256]byte
-	b := append(buf[:0], keyVersion...)
+	b = append(b, keyVersion...)
 	b = appendEscaped(b, name, true)
 	b = append(b, ':')
 	b = append(b, kind...)
@@ -84,7 +89,7 @@ func Key(q *sources.Query) string {
 		b = append(b[:prefix], '#')
 		b = hex.AppendEncode(b, sum[:])
 	}
-	return string(b)
+	return b
 }
 
 func compareParams(x, y sources.Param) int {
@@ -119,33 +124,4 @@ func appendEscaped(b []byte, s string, segment bool) []byte {
 		}
 	}
 	return b
-}
-
-// keyMemo remembers the keys of recent queries by identity: the server
-// shares one parsed Query among the requests that ask the same thing, so
-// a hit asked again and again does not build its key each time. Lock-free
-// and fixed in size: a slot holds the last query that hashed to it (and
-// keeps it alive, so its address cannot be reused meanwhile); a miss
-// computes. Queries never change once made, so a key stays right.
-type keyMemo struct {
-	seed  maphash.Seed
-	slots [4096]atomic.Pointer[keySlot]
-}
-
-type keySlot struct {
-	q   *sources.Query
-	key string
-}
-
-func newKeyMemo() *keyMemo { return &keyMemo{seed: maphash.MakeSeed()} }
-
-// of returns Key(q).
-func (m *keyMemo) of(q *sources.Query) string {
-	s := &m.slots[maphash.Comparable(m.seed, q)%uint64(len(m.slots))]
-	if p := s.Load(); p != nil && p.q == q {
-		return p.key
-	}
-	key := Key(q)
-	s.Store(&keySlot{q: q, key: key})
-	return key
 }

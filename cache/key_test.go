@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -139,22 +138,6 @@ func FuzzKey(f *testing.F) {
 			}
 		}
 	})
-}
-
-// More queries than slots, twice over: the memo always gives Key(q).
-func TestKeyMemo(t *testing.T) {
-	m := newKeyMemo()
-	var qs []*sources.Query
-	for i := range 6000 {
-		qs = append(qs, detail(t, "items", fmt.Sprintf("urn:%d", i)), list(t, "desks", "max_results", fmt.Sprint(i%50+1)))
-	}
-	for range 2 {
-		for _, q := range qs {
-			if got, want := m.of(q), Key(q); got != want {
-				t.Fatalf("of(q) = %s, want %s", got, want)
-			}
-		}
-	}
 }
 
 // Pages of a cursor walk are keyed by their cursor like any parameter:

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prodapi/prodapi/sources/metrics"
 )
@@ -80,6 +81,15 @@ func (l *local) get(key string, now time.Time) *record {
 		r.ref.Store(true)
 	}
 	return r
+}
+
+// getBytes is get for a key still in its buffer (appendKey): the lookup
+// reads the bytes in place, so that a hit makes no string of its key.
+// The string view lives only during get, which keeps no reference to it
+// (sync.Map's Load compares its key and drops it), and the buffer does
+// not change meanwhile.
+func (l *local) getBytes(key []byte, now time.Time) *record {
+	return l.get(unsafe.String(unsafe.SliceData(key), len(key)), now)
 }
 
 // put stores e under key at now, evicting what it must to stay within
