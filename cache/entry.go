@@ -75,8 +75,7 @@ func (e *entry) ttl(now time.Time) int64 {
 	return s
 }
 
-// gzipPool recycles gzip writers and the buffers they write into. One
-// per Cache, not package state.
+// gzipPool recycles gzip writers. One per Cache, not package state.
 //
 // A writer allocates its encoder's tables (about 1 MB at level 5) on its
 // first write and keeps them across Reset. A sync.Pool drops its writers
@@ -88,7 +87,6 @@ func (e *entry) ttl(now time.Time) int64 {
 type gzipPool struct {
 	mu   sync.Mutex
 	free []*gzip.Writer
-	bufs sync.Pool
 }
 
 func (g *gzipPool) writer(w io.Writer) *gzip.Writer {
@@ -119,33 +117,22 @@ func (g *gzipPool) putWriter(zw *gzip.Writer) {
 	g.mu.Unlock()
 }
 
-// compress returns body gzip-compressed, in a slice of exactly its length:
-// the entry that keeps it holds nothing more than it is charged for.
+// compress returns body gzip-compressed, in a slice little larger than
+// its length (rightSized): the entry that keeps it holds little more
+// than the compressed bytes, and is charged its capacity.
 func (g *gzipPool) compress(body []byte) []byte {
-	out, _ := g.bufs.Get().(*bytes.Buffer)
-	if out == nil {
-		out = new(bytes.Buffer)
-	}
-	out.Reset()
+	var out bytes.Buffer
 	out.Grow(len(body)/3 + 64)
-	zw := g.writer(out)
+	zw := g.writer(&out)
 	// Writes to a bytes.Buffer cannot fail.
 	_, _ = zw.Write(body)
 	_ = zw.Close()
 	g.putWriter(zw)
-	z := bytes.Clone(out.Bytes())
-	if out.Cap() <= maxPooledBuf {
-		g.bufs.Put(out)
-	}
-	return z
+	return rightSized(out.Bytes())
 }
 
 // maxIdleWriters bounds the gzip writers kept for reuse.
 const maxIdleWriters = 16
-
-// maxPooledBuf bounds the compression buffers kept for reuse: one huge
-// body must not pin its buffer for ever.
-const maxPooledBuf = 1 << 20
 
 // rightSized returns b, or a copy of it when the array behind it is much
 // larger than b (a loader's body sliced from a bigger buffer): a cached
