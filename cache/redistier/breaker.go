@@ -7,25 +7,29 @@ import (
 	"github.com/prodapi/prodapi/sources/metrics"
 )
 
-// Breaker settings. The breaker judges Redis by the fraction of failed
-// calls over the last breakerWindow (in breakerBuckets slices of it): once
-// at least breakerMinCalls were made and breakerFailRatio of them failed,
-// the tier stops calling Redis for breakerCooldown, then lets one call
-// through as a probe; its success closes the breaker, its failure opens it
-// for another cool-down.
+// Breaker settings. The breaker opens on either of two judgements of
+// Redis: breakerConsecutive failed calls in a row, whatever the traffic
+// (a replica that makes a call now and then learns as soon as a busy one),
+// or the fraction of failed calls over the last breakerWindow (in
+// breakerBuckets slices of it): once at least breakerMinCalls were made
+// and breakerFailRatio of them failed (failures among successes, as when
+// one Cluster master of several is down). Open, the tier stops calling
+// Redis for breakerCooldown, then lets one call through as a probe; its
+// success closes the breaker, its failure opens it for another cool-down.
 //
-// A call that the request stopped waiting for (RedisTimeout) is not a
-// failure by itself: a saturated CPU delays the reply's goroutine as much
+// A call that the request stopped waiting for (its share of the request's
+// budget, at most Timeout) is not a failure by itself: a saturated CPU delays the reply's goroutine as much
 // as Redis would. It counts as a failure only when no reply came within
 // sickAfter (see Tier.get); a reply that came late, but came, is a
 // success. So a replica busy on its CPU keeps its shared tier, and a hung
 // or unreachable Redis still opens the breaker within about a second.
 const (
-	breakerWindow    = 10 * time.Second
-	breakerBuckets   = 10
-	breakerMinCalls  = 10
-	breakerFailRatio = 0.5
-	breakerCooldown  = 2 * time.Second
+	breakerConsecutive = 5
+	breakerWindow      = 10 * time.Second
+	breakerBuckets     = 10
+	breakerMinCalls    = 10
+	breakerFailRatio   = 0.5
+	breakerCooldown    = 2 * time.Second
 )
 
 type breakerState int
@@ -45,6 +49,7 @@ type breaker struct {
 	mu       sync.Mutex
 	state    breakerState
 	buckets  [breakerBuckets]bucket
+	failing  int // failed calls in a row, while closed
 	openedAt time.Time
 	probing  bool // half-open, and the probe call is out
 }
@@ -90,8 +95,9 @@ func (b *breaker) isOpen() bool {
 }
 
 // undecided ends an allowed call that tells nothing about Redis: one the
-// request stopped waiting for at RedisTimeout, which on a busy process may
-// be the scheduler's delay rather than Redis's. A probe is handed back.
+// request stopped waiting for at its allotted wait, which on a busy
+// process may be the scheduler's delay rather than Redis's. A probe is
+// handed back.
 // The GETs judge a hung Redis by sickAfter (Tier.get).
 func (b *breaker) undecided() {
 	b.mu.Lock()
@@ -130,22 +136,27 @@ func (b *breaker) done(ok bool) {
 	}
 	cur.calls++
 	if ok {
+		b.failing = 0
 		return
 	}
 	cur.bad++
+	b.failing++
 	calls, bad := 0, 0
 	for _, k := range b.buckets {
 		if slice-k.slice < breakerBuckets {
 			calls, bad = calls+k.calls, bad+k.bad
 		}
 	}
-	if calls >= breakerMinCalls && float64(bad) >= breakerFailRatio*float64(calls) {
+	if b.failing >= breakerConsecutive || calls >= breakerMinCalls && float64(bad) >= breakerFailRatio*float64(calls) {
 		b.openedAt = now
 		b.set(open)
 	}
 }
 
-func (b *breaker) reset() { b.buckets = [breakerBuckets]bucket{} }
+func (b *breaker) reset() {
+	b.buckets = [breakerBuckets]bucket{}
+	b.failing = 0
+}
 
 func (b *breaker) set(s breakerState) {
 	b.state = s

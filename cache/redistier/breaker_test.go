@@ -192,27 +192,43 @@ func TestBreaker(t *testing.T) {
 		}
 	}
 
-	// A busy process: a run of timeouts among many good calls is not a
-	// sick Redis (five in a row used to open the breaker).
+	// Failures in a row open it, however few calls there were; a success
+	// starts the count again.
 	calls(40, true)
-	calls(15, false)
-	check("15 failures after 40 successes", state{closed, 0, true})
+	calls(breakerConsecutive-1, false)
+	check("just under the failures in a row", state{closed, 0, true})
 	b.done(true) // the check's allowed call
+	calls(breakerConsecutive-1, false)
+	check("a success in between", state{closed, 0, true})
+	b.done(false)
+	check("failures in a row", state{open, 1, false})
+	clk.Advance(breakerCooldown)
+	if !b.allow() {
+		t.Fatal("no probe after the cool-down")
+	}
+	b.done(true)
+	check("a successful probe", state{closed, 0, true})
+	b.done(true)
 
-	// Failures age out of the window.
+	// Failures among successes, never enough in a row: the share over
+	// the window decides. They age out of it.
+	alternate := func(n int) {
+		for i := range n {
+			calls(1, i%2 == 0)
+		}
+	}
 	clk.Advance(breakerWindow + bucketWidth)
-	calls(breakerMinCalls-1, false)
+	alternate(breakerMinCalls - 2)
 	check("too few calls to judge", state{closed, 0, true})
 	b.done(true)
 	clk.Advance(breakerWindow + bucketWidth)
-	calls(breakerMinCalls-1, false)
+	alternate(breakerMinCalls - 2)
 	check("old failures forgotten", state{closed, 0, true})
 	b.done(true)
 
 	// Half the calls of the window failing opens it.
 	clk.Advance(breakerWindow + bucketWidth)
-	calls(breakerMinCalls/2, true)
-	calls(breakerMinCalls/2-1, false)
+	alternate(breakerMinCalls - 1)
 	check("just under half failed", state{closed, 0, true})
 	b.done(false)
 	check("half failed", state{open, 1, false})
@@ -240,6 +256,6 @@ func TestBreaker(t *testing.T) {
 	check("successful probe", state{closed, 0, true})
 	b.done(true)
 	// The window starts again: the failures before it opened are gone.
-	calls(4, false)
+	alternate(breakerMinCalls - 1)
 	check("fresh window after closing", state{closed, 0, true})
 }

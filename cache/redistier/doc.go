@@ -49,12 +49,15 @@
 //
 // # The breaker
 //
-// When at least half of 10 or more calls over the last 10s failed, the
-// breaker skips Redis for 2s, then lets one call through as a probe.
-// Reply errors (out of memory, read-only) count as successes: Redis is
-// there, so reads go on when only writes fail. A read the request
-// stopped waiting for counts only once sickAfter has passed without a
-// reply; another call cut short by its deadline is no verdict.
+// When 5 calls in a row failed (whatever the traffic: a replica that asks
+// Redis now and then learns as soon as a busy one), or at least half of
+// 10 or more calls over the last 10s, the breaker skips Redis for 2s, then
+// lets one call through as a probe (one at a time): its success closes the
+// breaker, its failure opens it for another 2s. Reply errors (out of
+// memory, read-only) count as successes: Redis is there, so reads go on
+// when only writes fail. A read the request stopped waiting for counts
+// only once sickAfter has passed without a reply; another call cut short
+// by its deadline is no verdict.
 //
 // # Generations
 //
