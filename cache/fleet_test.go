@@ -63,6 +63,9 @@ func TestOneLoadPerFleet(t *testing.T) {
 	if outcomes[OutcomeMiss] != 1 || outcomes[OutcomeMiss]+outcomes[OutcomeCollapsed]+outcomes[OutcomeHit] != 150 {
 		t.Errorf("outcomes %v, want one miss and 149 collapsed or hits", outcomes)
 	}
+	for _, r := range []*Cache{e.c, b, c} {
+		settle(r) // a lease is released off the request path
+	}
 	if e.m.Exists(leaseKey(Key(q))) {
 		t.Error("the lease outlived the load")
 	}

@@ -1,10 +1,14 @@
 package redistier
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,16 +95,36 @@ func TestLateRepliesDoNotOpenTheBreaker(t *testing.T) {
 // answers: a hung Redis. At the end of the test the connections close
 // first, which ends the client's calls, then the client.
 func silentClient(t *testing.T) *redis.Client {
+	rdb, _ := silentRedis(t)
+	return rdb
+}
+
+// A hearing is what a silent Redis was sent: each command's name, upper
+// case, then its arguments.
+type hearing struct {
+	mu       sync.Mutex
+	commands [][]string
+}
+
+func (h *hearing) heard() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.commands)
+}
+
+// silentRedis is silentClient, and what its Redis hears: the commands
+// the tier sent, which a hung real Redis would only read once it woke.
+func silentRedis(t *testing.T) (*redis.Client, *hearing) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := &hearing{}
 	var conns []net.Conn
 	var mu sync.Mutex
-	done := make(chan struct{})
-	go func() { // ends when the listener closes
-		defer close(done)
+	var wg sync.WaitGroup
+	wg.Go(func() { // ends when the listener closes
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
@@ -109,20 +133,66 @@ func silentClient(t *testing.T) *redis.Client {
 			mu.Lock()
 			conns = append(conns, conn)
 			mu.Unlock()
+			wg.Go(func() { h.listen(conn) }) // ends when the connection closes
 		}
-	}()
+	})
 	rdb := realserver.RedisClient(ln.Addr().String())
 	t.Cleanup(func() { rdb.Close() })
 	t.Cleanup(func() { // runs first
 		ln.Close()
-		<-done
 		mu.Lock()
-		defer mu.Unlock()
 		for _, c := range conns {
 			c.Close()
 		}
+		mu.Unlock()
+		wg.Wait()
 	})
-	return rdb
+	return rdb, h
+}
+
+// listen records the commands of one connection (RESP arrays of bulk
+// strings, as clients send them) until it closes. It answers nothing but
+// the handshake.
+func (h *hearing) listen(conn net.Conn) {
+	r := bufio.NewReader(conn)
+	line := func() (int, bool) {
+		s, err := r.ReadString('\n')
+		if err != nil || len(s) < 3 {
+			return 0, false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(s[1:]))
+		return n, err == nil
+	}
+	for {
+		n, ok := line()
+		if !ok {
+			return
+		}
+		cmd := make([]string, n)
+		for i := range cmd {
+			size, ok := line()
+			if !ok {
+				return
+			}
+			b := make([]byte, size+2)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return
+			}
+			cmd[i] = string(b[:size])
+		}
+		if len(cmd) == 0 {
+			continue
+		}
+		if cmd[0] = strings.ToUpper(cmd[0]); cmd[0] == "HELLO" {
+			// The handshake is refused, as by a Redis before 6: the
+			// client goes on in RESP2 and sends its commands.
+			conn.Write([]byte("-ERR unknown command 'HELLO'\r\n"))
+			continue
+		}
+		h.mu.Lock()
+		h.commands = append(h.commands, cmd)
+		h.mu.Unlock()
+	}
 }
 
 // No reply at all within sickAfter: the breaker opens.

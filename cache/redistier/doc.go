@@ -28,15 +28,28 @@
 //	prodapi:v1:feed:<name>:token      its resume token (Token, SaveToken)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
 //
+// # A request's budget
+//
+// Everything a request waits on Redis, over all its calls, fits in one
+// budget: Options.Timeout (50ms by default). The cache gives a request
+// its budget when the in-process tier cannot answer (WithBudget); each
+// call made with it (Get, Gens, TryLoadLease, the wait of SetAndWait)
+// waits at most what is left, and takes what it waited; once it is spent
+// a call is not made, and answers as when Redis cannot be asked. So a miss
+// on a Redis that died or hangs costs one budget, not one timeout per
+// call. What the request does not wait for keeps its own bound: queued
+// writes (sickAfter), lease releases (Timeout), background refreshes
+// (WithoutBudget: Timeout per call).
+//
 // # Reads
 //
-// Get waits Options.Timeout (50ms by default) for a reply, less if the
-// request's context ends sooner; an error or a timeout is a miss, never
-// an error to the request. Concurrent reads share round trips through
-// go-redis's auto-pipeliner. The read itself goes on, detached, and counts
-// against Redis only when Redis errs or no reply came within sickAfter (a
-// second, or four timeouts): a reply late because the process was short
-// of CPU is a success.
+// Get waits for a reply at most Timeout, or what is left of the request's
+// budget, less if the request's context ends sooner; an error or a timeout
+// is a miss, never an error to the request. Concurrent reads share round
+// trips through go-redis's auto-pipeliner. The read itself goes on,
+// detached, and counts against Redis only when Redis errs or no reply came
+// within sickAfter (a second, or four timeouts): a reply late because the
+// process was short of CPU is a success.
 //
 // # Writes
 //
@@ -44,7 +57,8 @@
 // four writers with 256 writes each (a key always uses the same one, so
 // its writes keep their order); a write is dropped and counted when its
 // queue is full or the breaker is open. SetAndWait queues a write and
-// waits for it (a fleet load's value, which the other replicas poll for).
+// waits for it, within the request's budget (a fleet load's value, which
+// the other replicas poll for).
 // Close drains the queues until its context ends.
 //
 // # The breaker
@@ -81,8 +95,9 @@
 // # Leases and tokens
 //
 // A load lease (TryLoadLease, ReleaseLoadLease) lets one replica load a
-// key for the fleet: SET NX PX, released by a compare-and-delete script,
-// so that a lease that lapsed and was taken by another is not touched. A
+// key for the fleet: SET NX PX, released (off the request path) by a
+// compare-and-delete script, so that a lease that lapsed and was taken by
+// another is not touched. A
 // feed lease (Lease, ReleaseLease) lets one replica watch a change feed:
 // taken, or extended by its holder only, with a script. A feed's resume
 // token (Token, SaveToken) is kept a week after it was last saved.

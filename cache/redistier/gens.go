@@ -26,18 +26,24 @@ func genKey(tag string) string { return Prefix + "gen:" + tag }
 
 // Gens reads the current generations of tags in one pipelined round
 // trip (one GET per tag, so that a Cluster can route each), waiting at
-// most Timeout. A tag never set, or whose key expired, is generation 0.
-// ok is false when Redis could not be asked or failed.
+// most Timeout, or what is left of ctx's budget. A tag never set, or whose
+// key expired, is generation 0. ok is false when Redis could not be asked
+// or failed.
 func (t *Tier) Gens(ctx context.Context, tags []string) (gens []uint64, ok bool) {
 	if len(tags) == 0 {
 		return nil, true
 	}
-	if t.rdb == nil || !t.breaker.allow() {
+	if t.rdb == nil {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
+	wait, ok := t.allot(ctx)
+	if !ok || !t.breaker.allow() {
+		return nil, false
+	}
 	start := time.Now()
+	defer t.spent(ctx, start, wait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	sctx, span := t.span(ctx, "PIPELINE")
 	pipe := t.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(tags))

@@ -45,16 +45,22 @@ type alone struct {
 // TryLoadLease tries to take the load lease of key, for ttl. It returns
 // the lease's token when this replica holds it now, "" when another
 // replica does; ok is false when Redis could not be asked (no Redis,
-// breaker open, error, timeout), and the caller loads without a lease.
-// The call waits at most Timeout.
+// budget spent, breaker open, error, timeout), and the caller loads
+// without a lease. The call waits at most Timeout, or what is left of
+// ctx's budget.
 func (t *Tier) TryLoadLease(ctx context.Context, key string, ttl time.Duration) (token string, ok bool) {
-	if t.rdb == nil || !t.breaker.allow() {
+	if t.rdb == nil {
+		return "", false
+	}
+	wait, ok := t.allot(ctx)
+	if !ok || !t.breaker.allow() {
 		return "", false
 	}
 	token = t.id + ":" + randomID()
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
 	start := time.Now()
+	defer t.spent(ctx, start, wait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	sctx, span := t.span(ctx, "SET")
 	won, err := t.rdb.SetNX(sctx, loadLeaseKey(key), token, ttl).Result()
 	t.metrics.redisLease.Observe(time.Since(start).Seconds())
@@ -71,16 +77,22 @@ func (t *Tier) TryLoadLease(ctx context.Context, key string, ttl time.Duration) 
 }
 
 // ReleaseLoadLease gives the load lease of key up, if token still holds
-// it.
+// it. It returns at once: the release is made off the request path,
+// within Timeout (Settle waits for it).
 func (t *Tier) ReleaseLoadLease(key, token string) {
 	if token == "" || t.rdb == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
-	defer cancel()
-	if err := release.Run(ctx, t.rdb, []string{loadLeaseKey(key)}, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		t.metrics.redisErrors.Inc("lease")
-	}
+	t.calls.Add(1)
+	// Ends within Timeout.
+	go func() {
+		defer t.calls.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+		defer cancel()
+		if err := release.Run(ctx, t.rdb, []string{loadLeaseKey(key)}, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.metrics.redisErrors.Inc("lease")
+		}
+	}()
 }
 
 // Lease takes the named feed lease for holder for ttl, or extends it when

@@ -8,17 +8,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Get reads the value under key. The request waits for it at most Timeout
-// (less if ctx ends sooner); ok is false when Redis could not be asked or
-// did not answer in that time (breaker open, error, timeout): the caller
-// then falls back on what it has. A missing key is (nil, true). A key
-// holding something other than a string reads as an empty value, which
-// the caller refuses as it refuses any value it did not write.
+// Get reads the value under key. The request waits for it at most Timeout,
+// less if ctx's budget has less left or ctx ends sooner; ok is false when
+// Redis could not be asked or did not answer in that time (budget spent,
+// breaker open, error, timeout): the caller then falls back on what it
+// has. A missing key is (nil, true). A key holding something other than a
+// string reads as an empty value, which the caller refuses as it refuses
+// any value it did not write.
 func (t *Tier) Get(ctx context.Context, key string) (val []byte, ok bool) {
-	if t.rdb == nil || !t.breaker.allow() {
+	if t.rdb == nil {
 		return nil, false
 	}
-	b, err := t.get(ctx, key)
+	wait, ok := t.allot(ctx)
+	if !ok || !t.breaker.allow() {
+		return nil, false
+	}
+	b, err := t.get(ctx, key, wait)
 	switch {
 	case err == nil:
 	case errors.Is(err, redis.Nil):
@@ -41,21 +46,22 @@ func (t *Tier) Get(ctx context.Context, key string) (val []byte, ok bool) {
 // go-redis's auto-pipeliner when the client has one, so that concurrent
 // hits share round trips, else with a plain GET.
 //
-// The request waits for the reply only as long as ctx and Timeout
-// allow: a hung Redis costs a request Timeout, never more. The call
+// The request waits for the reply only as long as ctx and its allotted
+// wait allow: a hung Redis costs a request its budget, never more. The call
 // itself goes on, detached from the request, for up to sickAfter; only
 // then is it a failure for the breaker. A reply that came after the
 // request gave up (a process short of CPU wakes its goroutines late) is
 // a success, and a request cancelled by its client says nothing about
 // Redis.
-func (t *Tier) get(ctx context.Context, key string) ([]byte, error) {
+func (t *Tier) get(ctx context.Context, key string, allotted time.Duration) ([]byte, error) {
 	if t.pipe == nil {
-		return t.getPlain(ctx, key)
+		return t.getPlain(ctx, key, allotted)
 	}
 	start := time.Now()
 	sick := t.sickAfter()
-	wait, cancel := context.WithTimeout(ctx, t.timeout)
+	wait, cancel := context.WithTimeout(ctx, allotted)
 	defer cancel()
+	defer t.spent(ctx, start, allotted)
 	// The pipeliner runs commands on its own context: a queued command
 	// does not see our deadline (its batch is bounded by the
 	// connection's timeouts), so the reply is awaited here, in the
@@ -101,7 +107,7 @@ func (t *Tier) get(ctx context.Context, key string) ([]byte, error) {
 
 // getPlain is get without a pipeliner: the GET runs in a goroutine of its
 // own, so that the request can stop waiting while the call goes on.
-func (t *Tier) getPlain(ctx context.Context, key string) ([]byte, error) {
+func (t *Tier) getPlain(ctx context.Context, key string, allotted time.Duration) ([]byte, error) {
 	type reply struct {
 		b   []byte
 		err error
@@ -120,8 +126,9 @@ func (t *Tier) getPlain(ctx context.Context, key string) ([]byte, error) {
 		endSpan(span, err)
 		done <- reply{b, err}
 	}()
-	wait, cancel := context.WithTimeout(ctx, t.timeout)
+	wait, cancel := context.WithTimeout(ctx, allotted)
 	defer cancel()
+	defer t.spent(ctx, start, allotted)
 	select {
 	case r := <-done:
 		t.breaker.done(healthy(r.err) && time.Since(start) < sick)

@@ -24,9 +24,10 @@ const Prefix = "prodapi:v1:"
 
 // Options tune a Tier. The zero value is usable.
 type Options struct {
-	// Timeout bounds each read a request waits for; 0 means 50ms.
-	// Control calls (generations set, leases, tokens, publishing) wait
-	// at least a second.
+	// Timeout is a request's Redis budget: what all the calls made for
+	// one request (WithBudget) wait on Redis together, and what any one
+	// call waits at most; 0 means 50ms. Control calls (generations set,
+	// feed leases, tokens, publishing) wait at least a second.
 	Timeout time.Duration
 	// GenTTL is how long a tag's generation lives after it was last
 	// set; 0 means 24h.
@@ -59,7 +60,7 @@ type Tier struct {
 	tracer  trace.Tracer // nil: no spans
 	metrics *series
 	breaker breaker
-	calls   sync.WaitGroup // reads not yet judged by the breaker (Settle)
+	calls   sync.WaitGroup // reads not yet judged by the breaker, lease releases not yet made (Settle)
 	writes  writeQueue
 	sub     subscriber
 	alone   alone // leases and tokens without Redis
@@ -138,9 +139,10 @@ func (t *Tier) Close(ctx context.Context) error {
 	return nil
 }
 
-// Settle waits until every write queued so far is made or dropped, and
-// every read the breaker has still to judge is judged: for tests and
-// benchmarks, which look at Redis or the breaker next.
+// Settle waits until every write queued so far is made or dropped, every
+// read the breaker has still to judge is judged, and every lease release
+// is made: for tests and benchmarks, which look at Redis or the breaker
+// next.
 func (t *Tier) Settle() {
 	t.writes.pending.Wait()
 	t.calls.Wait()

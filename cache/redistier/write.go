@@ -55,11 +55,23 @@ func (t *Tier) Set(ctx context.Context, key string, val []byte, ttl time.Duratio
 }
 
 // SetAndWait is Set, and waits until the write was made or dropped, or
-// ctx ended. The write still goes through the key's queue, so that it
-// keeps its order with the key's other writes.
+// ctx ended, or what was left of ctx's budget is spent (the write goes
+// on). The write still goes through the key's queue, so that it keeps its
+// order with the key's other writes.
 func (t *Tier) SetAndWait(ctx context.Context, key string, val []byte, ttl time.Duration) {
 	op := writeOp{key: key, val: val, ttl: ttl, parent: t.spanOf(ctx), done: make(chan struct{})}
 	t.enqueue(op)
+	if budgetOf(ctx) != nil {
+		wait, ok := t.allot(ctx)
+		if !ok {
+			return
+		}
+		start := time.Now()
+		defer t.spent(ctx, start, wait)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	select {
 	case <-op.done:
 	case <-ctx.Done():
