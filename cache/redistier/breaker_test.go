@@ -329,3 +329,72 @@ func TestBreaker(t *testing.T) {
 	alternate(breakerMinCalls - 1)
 	check("fresh window after closing", state{closed, 0, true})
 }
+
+// A Redis that dies opens the breaker after 5 failed calls in a row, made
+// one at a time as at low traffic (the share over the window would need
+// ten); a probe after each cool-down finds it dead, then back.
+func TestKilledRedisOpensTheBreakerAtLowTraffic(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	rdb, err := NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	clk := newClock()
+	tr := New(rdb, Options{Timeout: 20 * time.Millisecond, Now: clk.Now})
+	defer closeTier(t, tr)
+	breakerOpensOneCallAtATime(t, tr, srv.Kill)
+
+	// Dead still: the probe fails and the breaker opens again.
+	clk.Advance(breakerCooldown)
+	tr.Get(tr.WithBudget(context.Background()), "probe")
+	tr.Settle()
+	if got := tr.breaker.current(); got != open {
+		t.Errorf("breaker %v after a failed probe, want open", got)
+	}
+	// Back on the same port: a probe closes it. go-redis may refuse to
+	// dial for a moment after a run of dial errors, so a probe may fail
+	// first.
+	realserver.StartRedis(t, srv.Port)
+	deadline := time.Now().Add(30 * time.Second)
+	for tr.breaker.current() != closed {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe closed the breaker after Redis came back")
+		}
+		clk.Advance(breakerCooldown)
+		tr.Get(tr.WithBudget(context.Background()), "probe")
+		tr.Settle()
+	}
+}
+
+// The same with miniredis closed: it refuses connections.
+func TestClosedRedisOpensTheBreakerAtLowTraffic(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Timeout = 20 * time.Millisecond })
+	breakerOpensOneCallAtATime(t, e.t, e.m.Close)
+}
+
+// breakerOpensOneCallAtATime makes one good read, calls kill, then reads
+// one at a time, each with a budget of its own and judged before the
+// next: the fifth failure in a row opens the breaker.
+func breakerOpensOneCallAtATime(t *testing.T, tr *Tier, kill func()) {
+	t.Helper()
+	if _, ok := tr.Get(tr.WithBudget(context.Background()), "k"); !ok {
+		t.Fatal("Get on a live Redis failed")
+	}
+	kill()
+	for i := range breakerConsecutive {
+		if got := tr.breaker.current(); got != closed {
+			t.Fatalf("breaker %v after %d failed calls, want closed", got, i)
+		}
+		if _, ok := tr.Get(tr.WithBudget(context.Background()), fmt.Sprintf("k%d", i)); ok {
+			t.Fatal("a dead Redis answered")
+		}
+		tr.Settle()
+	}
+	if got := tr.breaker.current(); got != open {
+		t.Errorf("breaker %v after %d failed calls in a row, want open", got, breakerConsecutive)
+	}
+	if _, ok := tr.Get(tr.WithBudget(context.Background()), "k"); ok {
+		t.Error("a read was made with the breaker open")
+	}
+}
