@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -161,7 +162,9 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 				c.log.Error("cache: panic in a refresh", "panic", p, "stack", string(debug.Stack()))
 			}
 		}()
-		ctx, cancel := c.detach(ctx)
+		// The request's Redis budget stays with the request: the
+		// refresh's calls wait up to the Redis timeout each.
+		ctx, cancel := c.detach(redistier.WithoutBudget(ctx))
 		defer cancel()
 		defer context.AfterFunc(base, cancel)()
 		fence := c.beginFill(ctx, q)

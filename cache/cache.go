@@ -220,9 +220,13 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 			return c.represent(res, r.e, nil, now, kindStale, status, false), "local", nil
 		}
 	}
-	// The Redis tier, read in the request's own goroutine.
+	// The Redis tier, read in the request's own goroutine. From here on
+	// the request's Redis calls share one budget: a Redis that died or
+	// hangs costs it one Redis timeout, however many calls its miss
+	// makes.
 	var pre *redisRead
 	if c.redis != nil {
+		ctx = c.redis.WithBudget(ctx)
 		pre = c.sharedRead(ctx, key)
 		now = c.now()
 		if e := pre.e; e != nil && e.isFresh(now) {

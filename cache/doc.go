@@ -203,26 +203,37 @@
 // between them. Before loading, a flight takes the key's load lease from
 // the Redis tier (prodapi:v1:lease:<key>, SET NX PX, half the load
 // timeout). The winner loads, writes the value through the key's write
-// queue but waits for it, and releases the lease (a compare-and-delete
+// queue but waits for it (within its request's Redis budget), and
+// releases the lease off the request path (a compare-and-delete
 // script, so a lease that lapsed and was taken by another is not
 // touched). The others poll Redis for the value (5ms, doubling to 50ms)
 // and serve it, outcome collapsed, once it is there and current. A lease
 // that goes without a value (the load failed or was not storable, or the
 // holder died and the lease lapsed) is taken by one waiter, which loads.
-// A replica that cannot ask Redis, or whose load timeout ends while it
-// waits, loads without a lease. Background refreshes of stale entries do
+// A replica that cannot ask Redis (its request's Redis budget spent
+// included), or whose load timeout ends while it waits, loads without a
+// lease. Background refreshes of stale entries do
 // not take leases: they are one per key and replica, and the stale entry
 // is served meanwhile.
 //
 // # Failure policy
 //
 // Redis is optional at run time, and no request fails because Redis
-// failed. The Redis tier bounds each read by its Timeout (50ms by
-// default) and turns an error, a timeout or an open circuit breaker into
-// a miss; it keeps writes off the request path, in bounded queues, and
-// drops them (counted) when a queue is full or the breaker is open (see
-// package cache/redistier). While Redis is out, the in-process tier and
-// the flights keep the backends from a stampede.
+// failed. A request the in-process tier cannot answer gets one Redis
+// budget (the tier's Timeout, 50ms by default) for all the calls made on
+// its behalf: its read, and in its flight the generations, the load lease,
+// the polls for another replica's load and the wait for its own write.
+// Each waits at most what is left; once it is spent the calls are not
+// made, as when the breaker is open. So a miss on a Redis that died or
+// hangs costs one budget more than a miss without Redis. A request that
+// shares another's read takes its wait from its own budget; one that waits
+// for another's load waits on that load's calls, within that request's
+// budget. Background refreshes do not use the request's budget. The tier
+// turns an error, a timeout, a spent budget or an open circuit breaker
+// into a miss; it keeps writes off the request path, in bounded queues,
+// and drops them (counted) when a queue is full or the breaker is open
+// (see package cache/redistier). While Redis is out, the in-process tier
+// and the flights keep the backends from a stampede.
 //
 // # Metrics
 //

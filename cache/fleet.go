@@ -8,14 +8,17 @@ import (
 // One load per fleet: a replica about to load a key Redis does not hold
 // first takes the key's load lease (redistier.TryLoadLease). The replica
 // that wins loads, writes the value to Redis itself (through the key's
-// write queue, but awaited, so the value is there before the lease goes)
-// and releases the lease. The others poll Redis for the value, 5ms at
+// write queue, but awaited within its request's Redis budget, so the
+// value is there before the lease goes unless Redis is slow) and releases
+// the lease. The others poll Redis for the value, 5ms at
 // first and then at most every 50ms, and take it (outcome collapsed) once
 // it is there and current; when the lease goes without a value (the
 // load failed or was not storable, or its holder died and the lease
 // lapsed after half the load timeout) one of them takes the lease and
-// loads. A replica that cannot ask Redis, or whose own load timeout runs
-// out while it waits, loads without a lease.
+// loads. A replica that cannot ask Redis (its request's Redis budget
+// spent included: the polls take from it, the sleeps between them do
+// not), or whose own load timeout runs out while it waits, loads without
+// a lease.
 const (
 	leasePollMin = 5 * time.Millisecond
 	leasePollMax = 50 * time.Millisecond

@@ -248,3 +248,27 @@ func TestRealRedisHung(t *testing.T) {
 	untilBreakerCloses(t, e)
 	untilWritten(t, e, func(key string) bool { return e.realRDB.Exists(context.Background(), key).Val() == 1 })
 }
+
+// A miss on a hung Redis waits one budget: its first call (the GET) takes
+// it all, and the calls after it (the load lease, the generations of the
+// fence and of the entry's tags) are not made.
+func TestRealRedisHungMissWaitsOneBudget(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	e := realEnv(t, srv, withShortRedisTimeout())
+	e.load(t, detail(t, "items", "warm")) // a connection, and every kind of call once
+	e.settle()
+	calls := e.metrics.Histogram("prodapi_cache_redis_duration_seconds", "", nil, "op")
+	lease, gens := calls.Count("lease"), calls.Count("gens")
+	if lease == 0 || gens == 0 {
+		t.Fatalf("a miss on a healthy Redis made %d lease and %d generations calls", lease, gens)
+	}
+
+	signal(t, srv, syscall.SIGSTOP)
+	t.Cleanup(func() { srv.Signal(syscall.SIGCONT) }) // so that it stops
+	if rep := e.load(t, detail(t, "items", "cold")); rep.Outcome != OutcomeMiss {
+		t.Errorf("cold key with Redis hung: %s, want miss", rep.Outcome)
+	}
+	if l, g := calls.Count("lease")-lease, calls.Count("gens")-gens; l != 0 || g != 0 {
+		t.Errorf("after the GET spent the budget the miss made %d lease and %d generations calls, want none", l, g)
+	}
+}

@@ -1,6 +1,11 @@
 package cache
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/prodapi/prodapi/cache/redistier"
+)
 
 // The cache's side of the Redis tier: what it stores there is an entry,
 // encoded with its tags (encodeTagged), and a value read back is served
@@ -19,13 +24,20 @@ type redisRead struct {
 // flight, and the goroutine DoChan starts for it, is only for a load.
 // Concurrent requests for one key share one GET and its decoded entry
 // (reads.Do runs it in the first request's goroutine; the others wait for
-// it, at most the Redis timeout). The read is detached from the request
-// (bounded by the Redis timeout alone) so that a client that goes away
-// never counts against the breaker.
+// it, within the first one's Redis budget, and take the wait from their
+// own). The read is detached from the request's cancellation (bounded by
+// its Redis budget alone) so that a client that goes away never counts
+// against the breaker.
 func (c *Cache) sharedRead(ctx context.Context, key string) *redisRead {
+	start := time.Now()
+	read := false
 	v, _, _ := c.reads.Do(key, func() (any, error) {
+		read = true
 		return c.readRedis(context.WithoutCancel(ctx), key), nil
 	})
+	if !read {
+		redistier.Spend(ctx, time.Since(start))
+	}
 	return v.(*redisRead)
 }
 
