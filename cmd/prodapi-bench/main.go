@@ -31,6 +31,9 @@
 //	stampede    many concurrent requests on one cold key (and 10 keys at
 //	            once): backend queries must be the cost of one load per key
 //	sigterm     SIGTERM during a mixed load: no accepted request may fail
+//	redis-kill  misses one at a time without Redis, with Redis up, then
+//	            right after redis-server is SIGKILLed: what Redis dying
+//	            costs a miss, against the Redis budget (50ms)
 //
 // The whole run takes about two minutes with the defaults.
 package main
@@ -73,7 +76,7 @@ type options struct {
 	baseline     string
 }
 
-var allScenarios = []string{"wrk", "hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm"}
+var allScenarios = []string{"wrk", "hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm", "redis-kill"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.redisServer, "redis-server", "redis-server", "redis-server binary (Redis scenarios are skipped without it)")
 	fs.DurationVar(&o.latency, "latency", 20*time.Millisecond, "PRODAPI_SANDBOX_LATENCY: the backend's cost per query")
 	fs.DurationVar(&o.staleLatency, "stale-latency", time.Second, "backend latency of the stale scenario, so that refreshes are slow")
-	fs.StringVar(&o.baseline, "baseline", "", "wrk scenario: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis, in the same run")
+	fs.StringVar(&o.baseline, "baseline", "", "wrk and redis-kill scenarios: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis (wrk) or baseline (redis-kill), in the same run")
 	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
 	fs.StringVar(&o.wrkOnly, "wrk-only", "", "wrk scenario: measure only these servers (comma-separated, e.g. prodapi-local,baseline-local) beside bare")
 	fs.IntVar(&o.conns, "c", 32, "concurrent connections (closed loop: requests in flight)")
@@ -218,6 +221,7 @@ func (h *harness) run(ctx context.Context) (*report, error) {
 		{"hit-redis", h.hitRedis},
 		{"miss+zipf+stampede+sigterm", h.production},
 		{"stale", h.stale},
+		{"redis-kill", h.redisKill},
 	} {
 		if ctx.Err() != nil {
 			break

@@ -22,6 +22,7 @@ type report struct {
 	results    []*result
 	stampedes  []*stampedeResult
 	sigterm    *sigtermResult
+	kills      []*killRun
 	skipped    []string
 	failures   []string
 	wrk        []*wrkRow
@@ -109,6 +110,7 @@ func (r *report) markdown() string {
 		}
 		b.WriteString("A request counts as accepted once prodapi has run its handler: its access log has the request's X-Request-Id. Accepted requests must all get a whole 200 (and none may run twice); requests refused or reset before prodapi read them were never accepted and are a client's (or load balancer's) to retry elsewhere.\n\n")
 	}
+	r.killMarkdown(&b)
 	for _, s := range r.skipped {
 		fmt.Fprintf(&b, "- skipped: %s\n", s)
 	}
