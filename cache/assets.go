@@ -38,6 +38,7 @@ func (a *assets) Asset(ctx context.Context, mediaID string) (*sources.Asset, err
 	now := c.now()
 	if r := c.local.get(key, now); r != nil && now.Before(r.localUntil) && r.e.status == statusRedirect {
 		c.metrics.requests.Inc(assetResource, OutcomeHit)
+		c.metrics.hits.Inc(assetResource, tierLocal)
 		return redirectOf(r.e), nil
 	}
 	// The client hanging up must not count as a Redis failure.
@@ -45,6 +46,7 @@ func (a *assets) Asset(ctx context.Context, mediaID string) (*sources.Asset, err
 		if now = c.now(); e.isFresh(now) {
 			c.local.put(key, e, now)
 			c.metrics.requests.Inc(assetResource, OutcomeHit)
+			c.metrics.hits.Inc(assetResource, tierRedis)
 			return redirectOf(e), nil
 		}
 	}

@@ -210,14 +210,14 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 	now := c.now()
 	r := c.local.getBytes(kb, now)
 	if r != nil && now.Before(r.localUntil) {
-		return c.localHit(res, r, now), "local", nil
+		return c.localHit(res, r, now), tierLocal, nil
 	}
 	key := string(kb)
 	if r != nil {
 		if refreshing, status := c.bg.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.
-			return c.represent(res, r.e, nil, now, kindStale, status, false), "local", nil
+			return c.represent(res, r.e, nil, now, answer{kind: kindStale, tier: tierLocal, status: status}), tierLocal, nil
 		}
 	}
 	// The Redis tier, read in the request's own goroutine. From here on
@@ -231,7 +231,7 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		now = c.now()
 		if e := pre.e; e != nil && e.isFresh(now) {
 			c.keepLocalUnless(key, e, now, pre.seq)
-			return c.represent(res, e, nil, now, kindHit, 0, false), "redis", nil
+			return c.represent(res, e, nil, now, answer{kind: kindHit, tier: tierRedis}), tierRedis, nil
 		}
 	}
 	// The key's flight, whose one request loads.

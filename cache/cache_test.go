@@ -854,17 +854,55 @@ func TestInProcessTierIsBounded(t *testing.T) {
 	}
 }
 
+// Every cache and Redis series whose label values are known at start is
+// there at 0 before its first event, so rate() over it has data.
+func TestMetricsDeclaredAtZero(t *testing.T) {
+	e := newEnv(t)
+	var b strings.Builder
+	if err := e.metrics.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`prodapi_cache_requests_total{outcome="error",resource="events"} 0`,
+		`prodapi_cache_requests_total{outcome="hit",resource="assets"} 0`,
+		`prodapi_cache_hits_total{resource="items",tier="local"} 0`,
+		`prodapi_cache_hits_total{resource="planning",tier="redis"} 0`,
+		`prodapi_cache_refreshes_total{result="error"} 0`,
+		`prodapi_cache_changes_total{op="delete"} 0`,
+		`prodapi_cache_changes_total{op="flush"} 0`,
+		`prodapi_cache_fleet_leases_total{result="timeout"} 0`,
+		`prodapi_cache_redis_errors_total{op="get"} 0`,
+		`prodapi_cache_redis_errors_total{op="invalidate"} 0`,
+		`prodapi_cache_writes_dropped_total{reason="breaker_open"} 0`,
+		`prodapi_cache_writes_dropped_total{reason="queue_full"} 0`,
+		`prodapi_cache_corrupt_values_total 0`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
 func TestMetricsExposition(t *testing.T) {
 	e := newEnv(t)
 	e.load(t, list(t, "items"))
 	e.load(t, list(t, "items"))
+	e.settle()
+	// A second replica finds the entry in Redis.
+	other := e.newCache()
+	defer closeCache(t, other)
+	if rep, err := other.Load(context.Background(), list(t, "items")); err != nil || rep.Outcome != OutcomeHit {
+		t.Fatalf("the second replica's load: %v, %v", rep, err)
+	}
 	var b strings.Builder
 	if err := e.metrics.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		`prodapi_cache_requests_total{outcome="miss",resource="items"} 1`,
-		`prodapi_cache_requests_total{outcome="hit",resource="items"} 1`,
+		`prodapi_cache_requests_total{outcome="hit",resource="items"} 2`,
+		`prodapi_cache_hits_total{resource="items",tier="local"} 1`,
+		`prodapi_cache_hits_total{resource="items",tier="redis"} 1`,
 		`prodapi_cache_redis_breaker_state 0`,
 		`# TYPE prodapi_cache_local_bytes gauge`,
 		`# TYPE prodapi_cache_local_evictions_total counter`,

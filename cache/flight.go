@@ -24,6 +24,15 @@ const (
 	kindPass                   // a load that may not be stored
 )
 
+// An answer is how one request was answered: what its Cache-Status says,
+// and how it is counted.
+type answer struct {
+	kind      kind
+	tier      string // where the entry came from: local or redis; backend for a load
+	status    int    // fwd-status: the load's status, or the failure's
+	collapsed bool   // answered by another request's load
+}
+
 // A fill is what a flight produced, shared by every request that waited
 // for it. Each request builds its own Representation from it.
 type fill struct {
@@ -67,16 +76,17 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		}
 		f := r.Val.(*fill)
 		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
+		a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
 		if f.kind == kindPass {
 			rep := *f.pass
-			rep.CacheStatus, rep.Outcome = cacheStatus(kindPass, 0, f.status, collapsed), OutcomeMiss
+			rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
 			if collapsed {
 				rep.Outcome = OutcomeCollapsed
 			}
 			c.metrics.requests.Inc(res, rep.Outcome)
 			return &rep, f.tier, nil
 		}
-		return c.represent(res, f.e, f.raw, c.now(), f.kind, f.status, collapsed), f.tier, nil
+		return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
 	case <-ctx.Done():
 		c.metrics.requests.Inc(res, OutcomeError)
 		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
@@ -92,17 +102,17 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	now := c.now()
 	r := c.local.get(key, now)
 	if r != nil && now.Before(r.localUntil) {
-		return &fill{tier: "local", kind: kindHit, e: r.e}, nil
+		return &fill{tier: tierLocal, kind: kindHit, e: r.e}, nil
 	}
 	rr := pre
 	if rr == nil {
 		rr = c.readRedis(ctx, key)
 	}
 	e, asked, seq, obsolete := rr.e, rr.asked, rr.seq, rr.obsolete
-	tier := "redis"
+	tier := tierRedis
 	if !asked && r != nil {
 		// Redis cannot be asked: the in-process copy is all there is.
-		e, tier = r.e, "local"
+		e, tier = r.e, tierLocal
 	}
 	now = c.now()
 	if e != nil {
@@ -121,17 +131,17 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	// Redis had nothing usable. A copy kept here still answers if the
 	// load fails.
 	var fallback *entry
-	fallbackTier := "local"
+	fallbackTier := tierLocal
 	if r != nil && r.e.isUsable(now) {
 		fallback = r.e
 	}
 	if obsolete != nil && obsolete.isUsable(now) {
-		fallback, fallbackTier = obsolete, "redis"
+		fallback, fallbackTier = obsolete, tierRedis
 	}
 	other, lease := c.fleet(ctx, key)
 	if other != nil {
 		c.local.put(key, other, c.now())
-		return &fill{tier: "redis", kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
+		return &fill{tier: tierRedis, kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
 	fence := c.beginFill(ctx, q)
@@ -161,21 +171,21 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources
 	stale := c.stale
 	switch {
 	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
-		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	case rep.Status == 404:
 		fresh, stale = c.notFoundTTL, 0
 	}
 	if fresh <= 0 {
-		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	}
 	now := c.now()
 	e := c.newEntry(rep, now, fresh, stale)
 	if !c.tag(ctx, f, rep, e) {
-		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	}
 	if !c.keepLocalUnless(key, e, now, f.seq) {
 		c.metrics.fencedFills.Inc()
-		return &fill{tier: "backend", kind: kindPass, pass: rep, status: rep.Status}
+		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	}
 	if c.redis != nil { // without Redis nothing reads the value
 		// Never past the generations it records (redistier.GenTTL).
@@ -187,7 +197,7 @@ func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources
 		}
 	}
 	c.bg.clearFailure(key)
-	return &fill{tier: "backend", kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
+	return &fill{tier: tierBackend, kind: kindLoaded, e: e, raw: rep.Body, status: rep.Status}
 }
 
 // keepLocalUnless puts e in the in-process tier, unless an invalidation
@@ -259,16 +269,17 @@ func fwdStatus(err error) int {
 	}
 }
 
-// represent builds the Representation of e for one request, and counts
-// the request.
-func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kind, status int, collapsed bool) *sources.Representation {
+// represent builds the Representation of e for one request answered as
+// a says, and counts the request (and, for a hit or a stale entry, the
+// tier that held it).
+func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, a answer) *sources.Representation {
 	rep := &sources.Representation{
 		Status:       e.status,
 		ETag:         e.etag,
 		Total:        e.total,
 		LastModified: e.lastModified,
 		StoredAt:     e.storedAt,
-		CacheStatus:  cacheStatus(k, e.ttl(now), status, collapsed),
+		CacheStatus:  cacheStatus(a, e.ttl(now)),
 	}
 	if e.gzip {
 		rep.Gzip, rep.Body = e.body, raw
@@ -276,16 +287,19 @@ func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kin
 		rep.Body = e.body
 	}
 	switch {
-	case k == kindHit:
+	case a.kind == kindHit:
 		rep.Outcome = OutcomeHit
-	case k == kindStale || k == kindStaleError:
+	case a.kind == kindStale || a.kind == kindStaleError:
 		rep.Outcome = OutcomeStale
-	case collapsed:
+	case a.collapsed:
 		rep.Outcome = OutcomeCollapsed
 	default:
 		rep.Outcome = OutcomeMiss
 	}
 	c.metrics.requests.Inc(res, rep.Outcome)
+	if rep.Outcome == OutcomeHit || rep.Outcome == OutcomeStale {
+		c.metrics.hits.Inc(res, a.tier)
+	}
 	return rep
 }
 
@@ -300,26 +314,26 @@ func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, k kin
 //	prodapi; fwd=bypass                                caching is off for the resource
 //
 // The key is never part of it.
-func cacheStatus(k kind, ttl int64, status int, collapsed bool) string {
+func cacheStatus(a answer, ttl int64) string {
 	var buf [80]byte
 	b := append(buf[:0], "prodapi; "...)
-	switch k {
+	switch a.kind {
 	case kindHit:
 		b = append(b, "hit"...)
 	case kindStale, kindStaleError:
-		if status == 0 {
+		if a.status == 0 {
 			b = append(b, "hit"...)
 		} else {
 			b = append(b, "fwd=stale; fwd-status="...)
-			b = strconv.AppendInt(b, int64(status), 10)
+			b = strconv.AppendInt(b, int64(a.status), 10)
 		}
 	case kindLoaded, kindPass:
 		b = append(b, "fwd=miss; fwd-status="...)
-		b = strconv.AppendInt(b, int64(status), 10)
-		if collapsed {
+		b = strconv.AppendInt(b, int64(a.status), 10)
+		if a.collapsed {
 			b = append(b, "; collapsed"...)
 		}
-		if k == kindPass {
+		if a.kind == kindPass {
 			return string(b)
 		}
 		b = append(b, "; stored"...)

@@ -20,6 +20,7 @@ type hitMemo struct {
 	ttl   int64
 	rep   *sources.Representation
 	count metrics.CounterSeries // prodapi_cache_requests_total for the hit, resolved once
+	hits  metrics.CounterSeries // prodapi_cache_hits_total for the local tier, resolved once
 }
 
 // localHit is represent for a hit on the in-process tier, memoised on
@@ -28,9 +29,11 @@ func (c *Cache) localHit(res string, r *record, now time.Time) *sources.Represen
 	ttl := r.e.ttl(now)
 	if m := r.hit.Load(); m != nil && m.ttl == ttl {
 		m.count.Inc()
+		m.hits.Inc()
 		return m.rep
 	}
-	rep := c.represent(res, r.e, nil, now, kindHit, 0, false)
-	r.hit.Store(&hitMemo{ttl: ttl, rep: rep, count: c.metrics.requests.Series(res, OutcomeHit)})
+	rep := c.represent(res, r.e, nil, now, answer{kind: kindHit, tier: tierLocal})
+	r.hit.Store(&hitMemo{ttl: ttl, rep: rep, count: c.metrics.requests.Series(res, OutcomeHit),
+		hits: c.metrics.hits.Series(res, tierLocal)})
 	return rep
 }

@@ -1,6 +1,9 @@
 package cache
 
-import "github.com/prodapi/prodapi/sources/metrics"
+import (
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
+)
 
 // Outcomes of a request to the cache, as Representation.Outcome and the
 // outcome label of prodapi_cache_requests_total carry them.
@@ -13,11 +16,29 @@ const (
 	OutcomeError     = "error"     // the load failed and nothing could be served
 )
 
+// outcomes are the values of the outcome label, in the order Declare
+// exposes them.
+var outcomes = [...]string{OutcomeHit, OutcomeStale, OutcomeMiss, OutcomeCollapsed, OutcomeBypass, OutcomeError}
+
+// Tiers that answer a hit, as the tier label of prodapi_cache_hits_total
+// (and the cache.lookup span's prodapi.cache.tier) name them; a load's
+// span says backend.
+const (
+	tierLocal   = "local"
+	tierRedis   = "redis"
+	tierBackend = "backend"
+)
+
 // series are the metrics the cache keeps (the Redis tier keeps its own,
 // under the same prefix). Every field is nil-safe: a Cache without
 // Options.Metrics counts nothing.
+//
+// Counters whose label values are all known at start are declared at 0
+// (newMetrics), so that rate() over them has data before their first
+// event.
 type series struct {
 	requests       *metrics.Counter // resource, outcome
+	hits           *metrics.Counter // resource, tier
 	corrupt        *metrics.Counter
 	refreshes      *metrics.Counter // result
 	localBytes     *metrics.Gauge
@@ -36,10 +57,37 @@ func newMetrics(m *metrics.Metrics) *series {
 	if m == nil {
 		return &series{}
 	}
+	s := newSeries(m)
+	resources := []string{assetResource}
+	for _, r := range sources.Resources() {
+		resources = append(resources, r.Name)
+	}
+	for _, r := range resources {
+		for _, o := range outcomes {
+			s.requests.Declare(r, o)
+		}
+		s.hits.Declare(r, tierLocal)
+		s.hits.Declare(r, tierRedis)
+	}
+	s.refreshes.Declare("ok")
+	s.refreshes.Declare("error")
+	for _, op := range []string{sources.OpInsert, sources.OpUpdate, sources.OpReplace, sources.OpDelete, sources.OpFlush} {
+		s.changes.Declare(op)
+	}
+	for _, r := range []string{"won", "waited", "timeout"} {
+		s.leases.Declare(r)
+	}
+	return s
+}
+
+func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		requests: m.Counter("prodapi_cache_requests_total",
 			"Requests to the cache, by resource and outcome (hit, stale, miss, collapsed, bypass, error).",
 			"resource", "outcome"),
+		hits: m.Counter("prodapi_cache_hits_total",
+			"Requests answered from a stored entry, fresh or stale (outcomes hit and stale), by resource and the tier that held it (local: the in-process tier, redis).",
+			"resource", "tier"),
 		corrupt: m.Counter("prodapi_cache_corrupt_values_total",
 			"Values found in Redis that did not decode (corrupt, foreign or from another version); each was a miss and was deleted."),
 		refreshes: m.Counter("prodapi_cache_refreshes_total",

@@ -24,6 +24,14 @@ func newMetrics(m *metrics.Metrics) *series {
 	var redisTime *metrics.Histogram // nil without m: observes nothing
 	if m != nil {
 		s = newSeries(m)
+		// At 0 from the start, so that rate() over them has data
+		// before their first event.
+		for _, op := range []string{"get", "set", "del", "lease", "invalidate"} {
+			s.redisErrors.Declare(op)
+		}
+		for _, reason := range []string{"queue_full", "breaker_open", "closed"} {
+			s.writesDropped.Declare(reason)
+		}
 		redisTime = m.Histogram("prodapi_cache_redis_duration_seconds",
 			"Time a Redis call took, from sending it to its reply, by operation (get, set, del; gens: the tag generations of an entry read, "+
 				"in one pipeline; lease: a fleet load lease taken or looked at); a get given up on is timed to its reply.",
@@ -37,7 +45,7 @@ func newMetrics(m *metrics.Metrics) *series {
 func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		redisErrors: m.Counter("prodapi_cache_redis_errors_total",
-			"Redis calls that failed or timed out, by operation (get, set, del); each became a miss or a skipped write.",
+			"Redis calls that failed or timed out, by operation (get: a value or the generations of its tags; set, del; lease: a fleet load lease taken or released; invalidate: generations set or an invalidation published); each became a miss, a skipped write or an invalidation of this replica only.",
 			"op"),
 		writesDropped: m.Counter("prodapi_cache_writes_dropped_total",
 			"Redis writes not made, by reason (queue_full, breaker_open, closed).",
