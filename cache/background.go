@@ -176,6 +176,14 @@ func (c *Cache) refresh(ctx context.Context, key string, q *sources.Query, fresh
 			c.log.Warn("cache: background refresh failed", "resource", q.Resource.Name, "error", err)
 			return
 		}
+		if rep.Missing != nil {
+			// Not stored: the complete stale entry stays, and answers
+			// until the next refresh after the back-off.
+			c.bg.noteFailure(key, rep.Status, c.now())
+			c.metrics.refreshes.Inc("error")
+			c.log.Warn("cache: background refresh incomplete", "resource", q.Resource.Name, "missing", rep.Missing)
+			return
+		}
 		c.store(ctx, key, fence, rep, fresh)
 		c.metrics.refreshes.Inc("ok")
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +315,103 @@ func TestStaleIfErrorOnTheRequestPath(t *testing.T) {
 	}
 }
 
+// incompleteLoads makes every load of e's backend answer version v
+// without what its planning and assignment links lookups would have
+// given.
+func incompleteLoads(e *env, v int) {
+	e.be.setHook(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
+		rep := representation(body(q, v, 2048))
+		rep.Missing = []string{"planning", "assignment links"}
+		return rep, nil
+	})
+}
+
+// A response an optional lookup left incomplete is never stored. A
+// complete entry within its stale window answers instead; without one,
+// it goes out marked: the Cache-Status detail names what is missing
+// (the server adds Cache-Control: no-store), and it is counted.
+func TestIncompleteIsServedStaleOrMarked(t *testing.T) {
+	const detail = `; detail="incomplete: planning, assignment links"`
+	partial := func(e *env) uint64 {
+		return e.metrics.Counter("prodapi_partial_responses_total", "").Value("items")
+	}
+	t.Run("no entry", func(t *testing.T) {
+		e := newEnv(t)
+		incompleteLoads(e, 1)
+		q := list(t, "items")
+		for i := range 2 {
+			rep := e.load(t, q)
+			got := see(t, rep)
+			if diff := cmp.Diff(seen{200, OutcomeMiss, "prodapi; fwd=miss; fwd-status=200" + detail, "1"}, got); diff != "" {
+				t.Errorf("load %d (-want +got):\n%s", i, diff)
+			}
+			if !slices.Equal(rep.Missing, []string{"planning", "assignment links"}) {
+				t.Errorf("Missing = %q", rep.Missing)
+			}
+		}
+		e.settle()
+		if keys := e.m.Keys(); len(keys) != 0 || e.c.local.len() != 0 {
+			t.Errorf("stored: Redis %q, %d in process", keys, e.c.local.len())
+		}
+		if got := partial(e); got != 2 {
+			t.Errorf("partial responses = %d, want 2", got)
+		}
+	})
+	t.Run("a complete entry on the request path", func(t *testing.T) {
+		// Redis lost the entry while this replica still holds a copy:
+		// the load runs on the request path and comes back incomplete.
+		e := newEnv(t)
+		q := list(t, "items")
+		good := e.load(t, q)
+		e.settle()
+		e.m.FlushAll()
+		e.advance(3 * time.Second)
+		incompleteLoads(e, 2)
+		rep := e.load(t, q)
+		got := see(t, rep)
+		if diff := cmp.Diff(seen{200, OutcomeStale, "prodapi; fwd=stale; fwd-status=200; ttl=7", "1"}, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if rep.Missing != nil || rep.ETag != good.ETag {
+			t.Errorf("Missing %q, ETag %s; want the complete entry's %s", rep.Missing, rep.ETag, good.ETag)
+		}
+		if got := partial(e); got != 0 {
+			t.Errorf("partial responses = %d, want 0", got)
+		}
+	})
+	t.Run("a stale entry refreshed", func(t *testing.T) {
+		e := newEnv(t)
+		q := list(t, "items")
+		e.load(t, q)
+		e.settle()
+		stored, _ := e.m.Get(Key(q))
+		e.advance(20 * time.Second)
+		incompleteLoads(e, 2)
+		e.load(t, q) // stale; starts the refresh, which comes back incomplete
+		e.settle()
+		got := see(t, e.load(t, q))
+		if diff := cmp.Diff(seen{200, OutcomeStale, "prodapi; fwd=stale; fwd-status=200; ttl=-10", "1"}, got); diff != "" {
+			t.Errorf("after the incomplete refresh (-want +got):\n%s", diff)
+		}
+		if now, _ := e.m.Get(Key(q)); now != stored {
+			t.Error("the incomplete refresh replaced the stored entry")
+		}
+		if got := e.metrics.Counter("prodapi_cache_refreshes_total", "").Value("error"); got != 1 {
+			t.Errorf("refreshes error = %d, want 1", got)
+		}
+	})
+	t.Run("bypass", func(t *testing.T) {
+		e := newEnv(t, withOptions(func(o *Options) { o.TTL = func(string, bool) time.Duration { return 0 } }))
+		incompleteLoads(e, 1)
+		if got := e.load(t, list(t, "items")).CacheStatus; got != "prodapi; fwd=bypass"+detail {
+			t.Errorf("Cache-Status %q", got)
+		}
+		if got := partial(e); got != 1 {
+			t.Errorf("partial responses = %d, want 1", got)
+		}
+	})
+}
+
 func TestErrorsWithoutAnEntry(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -366,7 +464,7 @@ func TestNeverStored(t *testing.T) {
 		name string
 		rep  *sources.Representation
 	}{
-		{"no-store", &sources.Representation{Status: 200, Body: []byte(`{"degraded":true}`), NoStore: true}},
+		{"incomplete", &sources.Representation{Status: 200, Body: []byte(`{"incomplete":true}`), Missing: []string{"planning"}}},
 		{"status 500", &sources.Representation{Status: 500, Body: []byte(`{}`)}},
 		{"status 0", &sources.Representation{Body: []byte(`{}`)}},
 	} {
@@ -376,7 +474,11 @@ func TestNeverStored(t *testing.T) {
 			q := list(t, "items")
 			for range 2 {
 				rep := e.load(t, q)
-				if want := fmt.Sprintf("prodapi; fwd=miss; fwd-status=%d", tc.rep.Status); rep.CacheStatus != want || rep.Outcome != OutcomeMiss {
+				want := fmt.Sprintf("prodapi; fwd=miss; fwd-status=%d", tc.rep.Status)
+				if tc.rep.Missing != nil {
+					want += `; detail="incomplete: planning"`
+				}
+				if rep.CacheStatus != want || rep.Outcome != OutcomeMiss {
 					t.Errorf("Cache-Status %q, outcome %s; want %q, miss", rep.CacheStatus, rep.Outcome, want)
 				}
 				if string(rep.Body) != string(tc.rep.Body) {

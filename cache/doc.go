@@ -87,6 +87,8 @@
 //	prodapi; fwd=miss; fwd-status=200; stored; ttl=60        miss
 //	prodapi; fwd=miss; fwd-status=200; collapsed; stored; …  collapsed (another request's load)
 //	prodapi; fwd=miss; fwd-status=200                        miss, not storable
+//	prodapi; fwd=miss; fwd-status=200; detail="incomplete: planning"
+//	                                                         miss, incomplete (below)
 //	prodapi; fwd=bypass                                      bypass (the resource's TTL is 0)
 //
 // ttl is the remaining freshness in seconds, negative once stale. The key
@@ -119,9 +121,18 @@
 // entry within the window is served (stale-if-error) with fwd=stale and
 // the failure's status; no refresh of that key starts for a second after
 // a failure, and its stale responses say fwd=stale for 30s. An error never
-// replaces an entry. Only 200 and 404 responses are stored; NoStore
-// (degraded enrichment), partial results and every other status are
-// served once and never stored.
+// replaces an entry. Only 200 and 404 responses are stored; incomplete
+// ones, partial results and every other status are served once and never
+// stored.
+//
+// Complete or marked: a load whose optional enrichment failed comes back
+// incomplete (sources.Representation.Missing names the steps). It is
+// treated as a failure with fwd-status=200: a complete entry within its
+// stale window, in either tier, answers instead, and a refresh that comes
+// back incomplete leaves the stale entry in place. Without one, the
+// incomplete response is served, never stored, with a Cache-Status detail
+// naming what it lacks (the server adds Cache-Control: no-store), and
+// counted in prodapi_partial_responses_total{resource}.
 //
 // # Invalidation
 //

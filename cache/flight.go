@@ -19,18 +19,20 @@ type kind int
 const (
 	kindHit        kind = iota // a fresh entry
 	kindStale                  // a stale entry, while a refresh runs
-	kindStaleError             // a stale entry, because the load failed
+	kindStaleError             // a stale entry, because the load failed or was incomplete
 	kindLoaded                 // a load, stored
 	kindPass                   // a load that may not be stored
+	kindBypass                 // a load, the cache being off for the resource
 )
 
 // An answer is how one request was answered: what its Cache-Status says,
 // and how it is counted.
 type answer struct {
 	kind      kind
-	tier      string // where the entry came from: local or redis; backend for a load
-	status    int    // fwd-status: the load's status, or the failure's
-	collapsed bool   // answered by another request's load
+	tier      string   // where the entry came from: local or redis; backend for a load
+	status    int      // fwd-status: the load's status, or the failure's
+	collapsed bool     // answered by another request's load
+	missing   []string // what an incomplete load lacks (Representation.Missing)
 }
 
 // A fill is what a flight produced, shared by every request that waited
@@ -79,11 +81,13 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
 		if f.kind == kindPass {
 			rep := *f.pass
+			a.missing = rep.Missing
 			rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
 			if collapsed {
 				rep.Outcome = OutcomeCollapsed
 			}
 			c.metrics.requests.Inc(res, rep.Outcome)
+			c.countIncomplete(res, &rep)
 			return &rep, f.tier, nil
 		}
 		return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
@@ -146,21 +150,32 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	defer c.releaseLease(key, lease)
 	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
-	if err != nil {
-		now = c.now()
-		if fallback != nil && fallback.isUsable(now) && staleable(err) {
-			status := fwdStatus(err)
-			c.bg.noteFailure(key, status, now)
-			return &fill{tier: fallbackTier, kind: kindStaleError, e: fallback, status: status}, nil
+	switch {
+	case err != nil && !staleable(err):
+		return nil, err
+	case err == nil && rep.Missing == nil:
+		return c.storeWith(ctx, key, fence, rep, fresh, lease != ""), nil
+	}
+	// The load failed, or is incomplete: a complete entry within its
+	// stale window answers instead.
+	now = c.now()
+	if fallback != nil && fallback.isUsable(now) {
+		status := fwdStatus(err)
+		if err == nil {
+			status = rep.Status
 		}
+		c.bg.noteFailure(key, status, now)
+		return &fill{tier: fallbackTier, kind: kindStaleError, e: fallback, status: status}, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	return c.storeWith(ctx, key, fence, rep, fresh, lease != ""), nil
 }
 
 // store makes an entry of a loaded representation and puts it in both
-// tiers, unless it may not be stored: NoStore (a degraded enrichment),
-// or a status other than 200 and 404.
+// tiers, unless it may not be stored: an incomplete one (Missing), or a
+// status other than 200 and 404.
 func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration) *fill {
 	return c.storeWith(ctx, key, f, rep, fresh, false)
 }
@@ -170,7 +185,7 @@ func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Rep
 func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
-	case rep.NoStore || (rep.Status != 200 && rep.Status != 404):
+	case rep.Missing != nil || (rep.Status != 200 && rep.Status != 404):
 		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	case rep.Status == 404:
 		fresh, stale = c.notFoundTTL, 0
@@ -245,9 +260,17 @@ func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Represen
 		return nil, err
 	}
 	out := *rep
-	out.CacheStatus, out.Outcome = "prodapi; fwd=bypass", OutcomeBypass
+	out.CacheStatus, out.Outcome = cacheStatus(answer{kind: kindBypass, missing: rep.Missing}, 0), OutcomeBypass
 	c.metrics.requests.Inc(q.Resource.Name, OutcomeBypass)
+	c.countIncomplete(q.Resource.Name, &out)
 	return &out, nil
+}
+
+// countIncomplete counts a response that goes out incomplete.
+func (c *Cache) countIncomplete(res string, rep *sources.Representation) {
+	if rep.Missing != nil {
+		c.metrics.incomplete.Inc(res)
+	}
 }
 
 // staleable reports whether a load failure may be answered with a stale
@@ -311,6 +334,8 @@ func (c *Cache) represent(res string, e *entry, raw []byte, now time.Time, a ans
 //	prodapi; fwd=miss; fwd-status=200; stored; ttl=60  loaded and stored
 //	prodapi; fwd=miss; fwd-status=200; collapsed; ...  answered by another request's load
 //	prodapi; fwd=miss; fwd-status=200                  loaded, not storable
+//	prodapi; fwd=miss; fwd-status=200; detail="incomplete: planning, assignment links"
+//	                                                   loaded, incomplete: the optional lookups named failed
 //	prodapi; fwd=bypass                                caching is off for the resource
 //
 // The key is never part of it.
@@ -318,6 +343,9 @@ func cacheStatus(a answer, ttl int64) string {
 	var buf [80]byte
 	b := append(buf[:0], "prodapi; "...)
 	switch a.kind {
+	case kindBypass:
+		b = append(b, "fwd=bypass"...)
+		return string(appendMissing(b, a.missing))
 	case kindHit:
 		b = append(b, "hit"...)
 	case kindStale, kindStaleError:
@@ -334,11 +362,28 @@ func cacheStatus(a answer, ttl int64) string {
 			b = append(b, "; collapsed"...)
 		}
 		if a.kind == kindPass {
-			return string(b)
+			return string(appendMissing(b, a.missing))
 		}
 		b = append(b, "; stored"...)
 	}
 	b = append(b, "; ttl="...)
 	b = strconv.AppendInt(b, ttl, 10)
 	return string(b)
+}
+
+// appendMissing appends to a Cache-Status the detail of an incomplete
+// response: what it lacks, as an RFC 8941 string (the step names are
+// prodapi's own, printable ASCII with no quote or backslash).
+func appendMissing(b []byte, missing []string) []byte {
+	if missing == nil {
+		return b
+	}
+	b = append(b, `; detail="incomplete: `...)
+	for i, m := range missing {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, m...)
+	}
+	return append(b, '"')
 }

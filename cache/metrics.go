@@ -39,6 +39,7 @@ const (
 type series struct {
 	requests       *metrics.Counter // resource, outcome
 	hits           *metrics.Counter // resource, tier
+	incomplete     *metrics.Counter // resource
 	corrupt        *metrics.Counter
 	refreshes      *metrics.Counter // result
 	localBytes     *metrics.Gauge
@@ -69,6 +70,9 @@ func newMetrics(m *metrics.Metrics) *series {
 		s.hits.Declare(r, tierLocal)
 		s.hits.Declare(r, tierRedis)
 	}
+	for _, r := range resources[1:] { // an asset redirect is never incomplete
+		s.incomplete.Declare(r)
+	}
 	s.refreshes.Declare("ok")
 	s.refreshes.Declare("error")
 	for _, op := range []string{sources.OpInsert, sources.OpUpdate, sources.OpReplace, sources.OpDelete, sources.OpFlush} {
@@ -88,6 +92,9 @@ func newSeries(m *metrics.Metrics) *series {
 		hits: m.Counter("prodapi_cache_hits_total",
 			"Requests answered from a stored entry, fresh or stale (outcomes hit and stale), by resource and the tier that held it (local: the in-process tier, redis).",
 			"resource", "tier"),
+		incomplete: m.Counter("prodapi_partial_responses_total",
+			"Responses that went out incomplete, because an optional lookup (a link, a content type) failed and no complete entry could answer instead, by resource; each was marked (Cache-Control: no-store, a Cache-Status detail) and not stored.",
+			"resource"),
 		corrupt: m.Counter("prodapi_cache_corrupt_values_total",
 			"Values found in Redis that did not decode (corrupt, foreign or from another version); each was a miss and was deleted."),
 		refreshes: m.Counter("prodapi_cache_refreshes_total",

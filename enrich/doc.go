@@ -54,7 +54,8 @@
 // own context ending (an unavailable backend, a refused query, the
 // per-lookup Options.Timeout), Enrich omits what the lookup would have
 // produced, logs one Warn line naming the resource and the step, and
-// reports degraded: the response is served but must not be cached. When
+// reports the step missing: the response is incomplete, and is served
+// marked as such but never cached (see the cache package). When
 // the request's context is cancelled or past its deadline, Enrich returns
 // its error and the request fails.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,15 +69,16 @@ func New(store sources.Looker, opts Options) *Enricher {
 // order; an entry is nil when the document has none. detail selects detail
 // shaping (the datasource projection of items and contacts).
 //
-// degraded reports that an optional lookup failed: what it would have
+// missing names the steps whose optional lookup failed (in the order
+// they ran; nil when every lookup succeeded): what they would have
 // produced is missing and the response must not be cached. err is
 // returned only when the request cannot go on: its context was cancelled
 // or passed its deadline (errors.Is works on both). Nil entries of docs
 // are skipped.
-func (e *Enricher) Enrich(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, degraded bool, err error) {
+func (e *Enricher) Enrich(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, missing []string, err error) {
 	links = make([]*sources.Doc, len(docs))
 	if res == nil {
-		return links, false, nil
+		return links, nil, nil
 	}
 	r := &request{e: e, res: res}
 	for _, d := range docs {
@@ -95,18 +97,18 @@ func (e *Enricher) Enrich(ctx context.Context, res *sources.Resource, docs []*so
 		err = r.events(ctx, docs, links)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	return links, r.degraded, nil
+	return links, r.missing, nil
 }
 
 // A request is the state of one Enrich call. Only the goroutine that
 // called Enrich touches it; lookups running concurrently write to their
 // own call.
 type request struct {
-	e        *Enricher
-	res      *sources.Resource
-	degraded bool
+	e       *Enricher
+	res     *sources.Resource
+	missing []string // the steps that failed
 }
 
 // A call is one lookup of a step and, once run, its outcome.
@@ -122,7 +124,7 @@ type call struct {
 func (c *call) ok() bool { return c.ran && c.err == nil }
 
 // run runs the calls that have values to look up, concurrently, and waits
-// for them all. A failure is logged and marks the request degraded, unless
+// for them all. A failure is logged and names its step missing, unless
 // ctx has ended: then run returns the context's error.
 func (r *request) run(ctx context.Context, calls ...*call) error {
 	var todo []*call
@@ -150,7 +152,9 @@ func (r *request) run(ctx context.Context, calls ...*call) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("enrich: %s %s: %w", r.res.Name, c.step, ctx.Err())
 		}
-		r.degraded = true
+		if !slices.Contains(r.missing, c.step) {
+			r.missing = append(r.missing, c.step)
+		}
 		r.e.log.LogAttrs(ctx, slog.LevelWarn, "enrich: lookup failed, serving without it",
 			slog.String("resource", r.res.Name), slog.String("step", c.step), slog.Any("error", c.err))
 	}

@@ -77,9 +77,9 @@ func TestGolden(t *testing.T) {
 				docs = docs[tc.index : tc.index+1]
 			}
 			e := enrich.New(store, enrich.Options{MediaPrefix: mediaPrefix + "/"})
-			links, degraded, err := e.Enrich(context.Background(), res, docs, tc.detail)
-			if err != nil || degraded {
-				t.Fatalf("Enrich: degraded %v, err %v", degraded, err)
+			links, missing, err := e.Enrich(context.Background(), res, docs, tc.detail)
+			if err != nil || len(missing) > 0 {
+				t.Fatalf("Enrich: missing %v, err %v", missing, err)
 			}
 			var got any = render(res, docs, links)
 			if tc.index >= 0 {

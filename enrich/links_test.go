@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,9 +116,9 @@ func TestRobustness(t *testing.T) {
 			store := storeOf(t, tc.store)
 			docs := pageOf(t, tc.page)
 			e := enrich.New(store, enrich.Options{})
-			links, degraded, err := e.Enrich(context.Background(), resource(t, tc.resource), docs, false)
-			if err != nil || degraded {
-				t.Fatalf("Enrich: degraded %v, err %v", degraded, err)
+			links, missing, err := e.Enrich(context.Background(), resource(t, tc.resource), docs, false)
+			if err != nil || len(missing) > 0 {
+				t.Fatalf("Enrich: missing %v, err %v", missing, err)
 			}
 			if diff := cmp.Diff(linksJSON(links), indent(parse(t, tc.want))); diff != "" {
 				t.Errorf("links (-got +want):\n%s", diff)
@@ -140,9 +141,9 @@ func TestNilResource(t *testing.T) {
 	store := &fakeLooker{}
 	e := enrich.New(store, enrich.Options{})
 	for _, res := range []*sources.Resource{nil, resource(t, "planning")} {
-		links, degraded, err := e.Enrich(context.Background(), res, nil, false)
-		if len(links) != 0 || degraded || err != nil {
-			t.Errorf("Enrich(%v, no docs) = %v, %v, %v", res, links, degraded, err)
+		links, missing, err := e.Enrich(context.Background(), res, nil, false)
+		if len(links) != 0 || len(missing) > 0 || err != nil {
+			t.Errorf("Enrich(%v, no docs) = %v, %v, %v", res, links, missing, err)
 		}
 	}
 	if store.count() != 0 {
@@ -153,7 +154,7 @@ func TestNilResource(t *testing.T) {
 var errDown = fmt.Errorf("fake: %w", sources.ErrUnavailable)
 
 // TestDegrade fails one lookup at a time: the response loses what that
-// lookup gives, keeps the rest, is marked degraded, and one Warn line
+// lookup gives, keeps the rest, names that step missing, and one Warn line
 // names the resource and the step.
 func TestDegrade(t *testing.T) {
 	for _, tc := range []struct {
@@ -221,12 +222,12 @@ func TestDegrade(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			e := enrich.New(store, enrich.Options{Logger: log})
 			docs := loadDocs(t, "testdata/linked/"+tc.input)
-			links, degraded, err := e.Enrich(context.Background(), resource(t, tc.resource), docs, false)
+			links, missing, err := e.Enrich(context.Background(), resource(t, tc.resource), docs, false)
 			if err != nil {
 				t.Fatalf("Enrich: %v", err)
 			}
-			if !degraded {
-				t.Error("degraded = false, want true")
+			if !slices.Equal(missing, []string{tc.step}) {
+				t.Errorf("missing = %q, want [%q]", missing, tc.step)
 			}
 			tc.check(t, docs, links)
 			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
@@ -263,9 +264,9 @@ func TestContextEnds(t *testing.T) {
 		cancel()
 		store := loadStore(t, "testdata/linked")
 		e := enrich.New(store, enrich.Options{})
-		links, degraded, err := e.Enrich(ctx, resource(t, "planning"), loadDocs(t, "testdata/linked/planning.json"), false)
-		if !errors.Is(err, context.Canceled) || links != nil || degraded {
-			t.Errorf("Enrich = %v, %v, %v; want context.Canceled", links, degraded, err)
+		links, missing, err := e.Enrich(ctx, resource(t, "planning"), loadDocs(t, "testdata/linked/planning.json"), false)
+		if !errors.Is(err, context.Canceled) || links != nil || len(missing) > 0 {
+			t.Errorf("Enrich = %v, %v, %v; want context.Canceled", links, missing, err)
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
@@ -284,9 +285,9 @@ func TestContextEnds(t *testing.T) {
 		store.block = true // every lookup waits for its own deadline
 		e := enrich.New(store, enrich.Options{Timeout: time.Nanosecond})
 		docs := loadDocs(t, "testdata/linked/events.json")
-		links, degraded, err := e.Enrich(context.Background(), resource(t, "events"), docs, false)
-		if err != nil || !degraded {
-			t.Fatalf("Enrich: degraded %v, err %v; want degraded, no error", degraded, err)
+		links, missing, err := e.Enrich(context.Background(), resource(t, "events"), docs, false)
+		if err != nil || len(missing) == 0 {
+			t.Fatalf("Enrich: missing %v, err %v; want missing, no error", missing, err)
 		}
 		if got := linksJSON(links); got != indent(parse(t, "[null,null,null]")) {
 			t.Errorf("links = %s, want none", got)

@@ -140,9 +140,9 @@ func TestShaping(t *testing.T) {
 			store := &fakeLooker{}
 			e := enrich.New(store, enrich.Options{MediaPrefix: mediaPrefix})
 			doc := parseDoc(t, tc.in)
-			links, degraded, err := e.Enrich(context.Background(), resource(t, tc.resource), []*sources.Doc{doc}, tc.detail)
-			if err != nil || degraded {
-				t.Fatalf("Enrich: degraded %v, err %v", degraded, err)
+			links, missing, err := e.Enrich(context.Background(), resource(t, tc.resource), []*sources.Doc{doc}, tc.detail)
+			if err != nil || len(missing) > 0 {
+				t.Fatalf("Enrich: missing %v, err %v", missing, err)
 			}
 			if diff := cmp.Diff(indent(doc), indent(parse(t, tc.want))); diff != "" {
 				t.Errorf("shaped document (-got +want):\n%s", diff)
@@ -189,9 +189,9 @@ func TestProfile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := enrich.New(store, enrich.Options{})
 			doc := parseDoc(t, tc.in)
-			_, degraded, err := e.Enrich(context.Background(), resource(t, "items"), []*sources.Doc{doc}, false)
-			if err != nil || degraded {
-				t.Fatalf("Enrich: degraded %v, err %v", degraded, err)
+			_, missing, err := e.Enrich(context.Background(), resource(t, "items"), []*sources.Doc{doc}, false)
+			if err != nil || len(missing) > 0 {
+				t.Fatalf("Enrich: missing %v, err %v", missing, err)
 			}
 			if diff := cmp.Diff(indent(doc), indent(parse(t, tc.want))); diff != "" {
 				t.Errorf("(-got +want):\n%s", diff)

@@ -35,7 +35,13 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 	if rep.Total >= 0 {
 		h["X-Total-Count"] = []string{strconv.Itoa(rep.Total)}
 	}
-	s.writeBody(w, r, rep, "private")
+	cacheControl := "private"
+	if rep.Missing != nil {
+		// Incomplete (its Cache-Status says what it lacks): no cache
+		// on the way may keep it.
+		cacheControl = "no-store"
+	}
+	s.writeBody(w, r, rep, cacheControl)
 }
 
 // writeBody writes a 200 JSON body with its validators: the gzip coding

@@ -211,6 +211,20 @@ func gz(t *testing.T, s string) []byte {
 	return b.Bytes()
 }
 
+// An incomplete representation goes out with Cache-Control: no-store,
+// and the Cache-Status the cache gave it.
+func TestIncompleteIsNotStorable(t *testing.T) {
+	const status = `prodapi; fwd=miss; fwd-status=200; detail="incomplete: planning"`
+	rep := &sources.Representation{Status: 200, Body: []byte(`{"_id":"a"}`), ETag: `"abc"`, Total: -1,
+		Missing: []string{"planning"}, CacheStatus: status, Outcome: "miss"}
+	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
+	r := do(t, ts, "GET", "/prodapi/v1/items/a")
+	if r.status != 200 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("Cache-Status") != status {
+		t.Errorf("%d, Cache-Control %q, Cache-Status %q; want 200, no-store, %q",
+			r.status, r.header.Get("Cache-Control"), r.header.Get("Cache-Status"), status)
+	}
+}
+
 func TestRepresentationHeaders(t *testing.T) {
 	body := `{"_items":[{"_id":"a"}]}`
 	stored := testNow.Add(-42 * time.Second)

@@ -25,9 +25,11 @@ type Representation struct {
 	Total int
 	// LastModified is the latest _updated of the documents, zero if none.
 	LastModified time.Time
-	// NoStore marks a response that may be served but not cached: an
-	// optional enrichment failed.
-	NoStore bool
+	// Missing names what an incomplete response lacks: the optional
+	// enrichment steps that failed (e.g. "planning", "assignment links").
+	// Such a response may be served, marked, but is never stored. Nil
+	// for a complete one.
+	Missing []string
 	// Docs names the documents the body was built from, as
 	// "resource/id": a detail's own id and the ids its _links point to; a
 	// list's ids on the page and those their _links point to. A cache

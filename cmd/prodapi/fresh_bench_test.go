@@ -27,8 +27,8 @@ import (
 	"github.com/prodapi/prodapi/test/realserver"
 )
 
-var noLinks = render.EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
-	return nil, false, nil
+var noLinks = render.EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, []string, error) {
+	return nil, nil, nil
 })
 
 func plainBody(b *testing.B, rep *sources.Representation) []byte {

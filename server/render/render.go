@@ -29,9 +29,9 @@ type Reader interface {
 
 // An EnrichFunc shapes documents and computes their enrichment links: in
 // prodapi, enrich.Enricher's Enrich. It returns, per document, the links
-// to add after self/parent/collection; degraded reports an optional step
+// to add after self/parent/collection; missing names the optional steps
 // that failed.
-type EnrichFunc func(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, degraded bool, err error)
+type EnrichFunc func(ctx context.Context, res *sources.Resource, docs []*sources.Doc, detail bool) (links []*sources.Doc, missing []string, err error)
 
 // A Renderer produces the representation of a query: it reads the
 // backend, enriches, projects, adds _links and encodes the JSON. It is
@@ -66,7 +66,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
 	}
 	modified := updated(doc)
-	links, degraded, err := rd.enrich(ctx, res, []*sources.Doc{doc}, true)
+	links, missing, err := rd.enrich(ctx, res, []*sources.Doc{doc}, true)
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
@@ -79,7 +79,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	rep := rd.encode(doc, q.Pretty)
 	rep.Total = -1
 	rep.LastModified = modified
-	rep.NoStore = degraded
+	rep.Missing = missing
 	rep.Docs = linkedDocs(append(make([]string, 0, 4), res.Name+"/"+q.ID), links)
 	return rep, nil
 }
@@ -96,7 +96,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 			modified = t
 		}
 	}
-	links, degraded, err := rd.enrich(ctx, res, result.Docs, false)
+	links, missing, err := rd.enrich(ctx, res, result.Docs, false)
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}
@@ -125,7 +125,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	rep := rd.encode(env, q.Pretty)
 	rep.Total = result.Total
 	rep.LastModified = modified
-	rep.NoStore = degraded
+	rep.Missing = missing
 	docs := make([]string, 0, 2*len(result.Docs))
 	for _, d := range result.Docs {
 		if id := docID(d, ""); id != "" {

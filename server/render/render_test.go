@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,12 +36,12 @@ func (f fakeReader) Find(context.Context, *sources.Query) (*sources.Result, erro
 }
 
 // noEnrich shapes nothing and adds a marker link to every document.
-var noEnrich = EnrichFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, bool, error) {
+var noEnrich = EnrichFunc(func(_ context.Context, _ *sources.Resource, docs []*sources.Doc, _ bool) ([]*sources.Doc, []string, error) {
 	links := make([]*sources.Doc, len(docs))
 	for i := range docs {
 		links[i] = sources.D("planning", sources.Link("Planning", "planning/p1"))
 	}
-	return links, false, nil
+	return links, nil, nil
 })
 
 func res(name string) *sources.Resource {
@@ -104,12 +105,11 @@ func TestRenderDetail(t *testing.T) {
 
 func TestRenderListLinks(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		page, max   int
-		total       int
-		params      []sources.Param
-		want        string
-		wantNoStore bool
+		name      string
+		page, max int
+		total     int
+		params    []sources.Param
+		want      string
 	}{
 		{name: "empty", page: 1, max: 25, total: 0, params: []sources.Param{{Name: "where", Value: `{"a":1}`}},
 			want: `{"parent":{"title":"home","href":"/"},"self":{"title":"desks","href":"desks"}}`},
@@ -165,12 +165,12 @@ func TestRenderList(t *testing.T) {
 		t.Errorf("list Docs (-want +got):\n%s", diff)
 	}
 
-	degraded := EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, bool, error) {
-		return nil, true, nil
+	incomplete := EnrichFunc(func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, []string, error) {
+		return nil, []string{"planning"}, nil
 	})
-	rep, _ = render(t, New(store, degraded), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
-	if !rep.NoStore {
-		t.Error("degraded enrichment not marked NoStore")
+	rep, _ = render(t, New(store, incomplete), &sources.Query{Resource: res("contacts"), Page: 1, MaxResults: 25, Pretty: true})
+	if !slices.Equal(rep.Missing, []string{"planning"}) {
+		t.Errorf("Missing = %q after an incomplete enrichment, want [planning]", rep.Missing)
 	}
 	if want := "{\n    \"_items\": [\n        {\n            \"_id\": \"5d76113ab3af37dea3a2eb92\""; string(rep.Body[:len(want)]) != want {
 		t.Errorf("pretty body starts %q", rep.Body[:60])
