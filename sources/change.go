@@ -23,6 +23,23 @@ type Change struct {
 	// At is when the write happened (the cluster time), zero when the
 	// feed does not know.
 	At time.Time
+	// Version names this change of the document, where the feed can: the
+	// same on every replica that sees it and different for any other
+	// change of the document (a change event's id, a hash of the new
+	// content, an _etag). The fleet's change log appends a change whose
+	// Version is the last it appended for the document once only, so
+	// that replicas reporting the same write, or a watcher resuming
+	// after a takeover, add no second entry. "" appends every time.
+	Version string
+}
+
+// A Stamp is a document as a poll of its collection sees it: its id, the
+// time of its last write (_updated) and its version (_etag; "" when it
+// has none).
+type Stamp struct {
+	ID      string
+	Updated time.Time
+	Version string
 }
 
 // ResourcesOf returns the resources served from a collection.
