@@ -1,0 +1,128 @@
+package changelog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/sources"
+)
+
+// appendBatch bounds the changes of one script: Redis runs nothing else
+// meanwhile.
+const appendBatch = 500
+
+// Append adds the entries of changes to the log, from source (one of the
+// Source constants): one per resource served from the change's
+// collection, none for a collection no resource serves. In front of
+// Redis, a change with a Version is appended only when the log's last
+// version of its document differs (see sources.Change), so that every
+// replica may report a change and a resumed watcher may report it again.
+// An error means some changes may not be in the log: the caller retries
+// them (a change stream resumes from its last saved token) or reports
+// them lost.
+func (l *Log) Append(ctx context.Context, source string, changes []sources.Change) error {
+	if l.stream == nil {
+		l.appendRing(source, changes)
+		return nil
+	}
+	for len(changes) > 0 {
+		n := min(len(changes), appendBatch)
+		if err := l.appendStream(ctx, source, changes[:n]); err != nil {
+			l.m.failed.Inc(source)
+			return fmt.Errorf("changelog: append: %w", err)
+		}
+		changes = changes[n:]
+	}
+	return nil
+}
+
+func (l *Log) appendStream(ctx context.Context, source string, changes []sources.Change) error {
+	var apps []redistier.StreamAppend
+	var ops []string
+	for _, ch := range changes {
+		app := redistier.StreamAppend{Version: ch.Version}
+		for _, r := range sources.ResourcesOf(ch.Collection) {
+			app.Records = append(app.Records, recordFields(r.Name, ch))
+		}
+		if len(app.Records) == 0 {
+			continue
+		}
+		if ch.Version != "" && ch.ID != "" && ch.Op != sources.OpFlush {
+			app.Seen = seenKey(ch.Collection, ch.ID)
+		}
+		apps = append(apps, app)
+		ops = append(ops, ch.Op)
+	}
+	if len(apps) == 0 {
+		return nil
+	}
+	st, trimmed, ids, err := l.stream.StreamAppend(ctx, apps, redistier.StreamLimits{
+		MaxLen: int64(l.opts.MaxEntries), Retain: l.opts.Retain, SeenTTL: seenTTL,
+	})
+	if err != nil {
+		return err
+	}
+	for i, added := range ids {
+		if added == nil {
+			l.m.duplicates.Inc(source)
+			continue
+		}
+		l.m.appended.Add(uint64(len(added)), source, ops[i])
+	}
+	l.m.trimmed.Add(uint64(trimmed))
+	l.m.length.Set(float64(st.Length))
+	return nil
+}
+
+// seenKey names a document in the stream's seen keys: a hash, so that
+// every key has the same short length whatever the id.
+func seenKey(collection, id string) string {
+	h := sha256.Sum256([]byte(collection + "\x00" + id))
+	return hex.EncodeToString(h[:16])
+}
+
+// appendRing adds the entries to the ring, at positions of this
+// process's clock, and trims it by length and age. The ring is one
+// replica's: nothing else reports the same change.
+func (l *Log) appendRing(source string, changes []sources.Change) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	ms := uint64(max(now.UnixMilli(), 0))
+	added := 0
+	for _, ch := range changes {
+		op, ok := opIndex(ch.Op)
+		if !ok {
+			continue
+		}
+		e := entry{op: op, id: ch.ID}
+		if !ch.At.IsZero() {
+			e.at = ch.At.UnixMilli()
+		}
+		for _, r := range sources.ResourcesOf(ch.Collection) {
+			e.res = resourceIndex(r.Name)
+			if ms > l.t.last.ms {
+				e.pos = position{ms: ms}
+			} else {
+				e.pos = position{ms: l.t.last.ms, seq: l.t.last.seq + 1}
+			}
+			l.t.push(e)
+			l.m.appended.Inc(source, ch.Op)
+			added++
+		}
+	}
+	trimmed := 0
+	oldest := uint64(max(now.Add(-l.opts.Retain).UnixMilli(), 0))
+	for l.t.len() > 0 && (l.t.len() > l.opts.MaxEntries || l.t.oldest().pos.ms < oldest) {
+		l.t.drop()
+		trimmed++
+	}
+	l.m.trimmed.Add(uint64(trimmed))
+	l.m.length.Set(float64(l.t.len()))
+	if added > 0 || trimmed > 0 {
+		l.moved()
+	}
+}

@@ -1,0 +1,484 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/realserver"
+)
+
+// quiet drops go-redis' own log lines (dial failures while a test has
+// Redis down on purpose).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{}) // this test binary owns the process
+	os.Exit(m.Run())
+}
+
+// A clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var all = resourceNames()
+
+func resourceNames() []string {
+	var names []string
+	for _, r := range sources.Resources() {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+func change(coll, id, op string) sources.Change {
+	return sources.Change{Collection: coll, ID: id, Op: op, At: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
+}
+
+// ids are the "resource/id op" of entries.
+func ids(entries []sources.LogEntry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Resource+"/"+e.ID+" "+e.Op)
+	}
+	return out
+}
+
+func mustAppend(t *testing.T, l *Log, source string, changes ...sources.Change) {
+	t.Helper()
+	if err := l.Append(t.Context(), source, changes); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAll reads everything after since, page by page, as a client does.
+func readAll(t *testing.T, l *Log, since string, resources []string) ([]sources.LogEntry, string) {
+	t.Helper()
+	var out []sources.LogEntry
+	for range 1000 {
+		entries, next, err := l.Read(t.Context(), since, resources, 2)
+		if err != nil {
+			t.Fatalf("Read(%q): %v", since, err)
+		}
+		out = append(out, entries...)
+		if next == since {
+			return out, next
+		}
+		since = next
+	}
+	t.Fatal("Read never reached the end")
+	return nil, ""
+}
+
+// caughtUp waits until l holds n entries after since: in front of Redis,
+// a replica serves what its follower has read, a moment after the append.
+func caughtUp(t *testing.T, l *Log, since string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d entries after %s", n, since), func() bool {
+		got, _ := readAll(t, l, since, all)
+		return len(got) >= n
+	})
+}
+
+// eventually waits, up to 30s, for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// testLog is what every log does, ring or stream: newLog returns a log
+// of a fresh, empty log.
+func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
+	t.Run("read and resume", func(t *testing.T) {
+		l := newLog(t)
+		ctx := t.Context()
+		entries, start, err := l.Read(ctx, "now", all, 10)
+		if err != nil || len(entries) != 0 || !l.Valid(start) {
+			t.Fatalf("now: %v %q %v", entries, start, err)
+		}
+		if entries, next, err := l.Read(ctx, "", all, 10); err != nil || len(entries) != 0 || !l.Valid(next) {
+			t.Fatalf("from the oldest of an empty log: %v %q %v", entries, next, err)
+		}
+		mustAppend(t, l, SourceSandbox, change("archive", "i1", sources.OpInsert), change("desks", "d1", sources.OpUpdate),
+			change("content_types", "ct", sources.OpUpdate), change("archive", "", sources.OpFlush))
+		caughtUp(t, l, start, 3)
+		want := []string{"items/i1 insert", "desks/d1 update", "items/ flush"}
+		got, end := readAll(t, l, start, all)
+		if diff := cmp.Diff(ids(got), want); diff != "" {
+			t.Errorf("after now (-got +want):\n%s", diff)
+		}
+		if got[0].At.IsZero() || !l.Valid(got[0].Token) || got[len(got)-1].Token != end {
+			t.Errorf("entries %+v, end %q", got, end)
+		}
+		if all, _ := readAll(t, l, "", all); !slices.Equal(ids(all), want) {
+			t.Errorf("from the oldest: %v", ids(all))
+		}
+		// From any token: what came after it.
+		if rest, _ := readAll(t, l, got[0].Token, all); !slices.Equal(ids(rest), want[1:]) {
+			t.Errorf("after the first: %v", ids(rest))
+		}
+		// At the end: nothing, and the same token.
+		if entries, next, err := l.Read(ctx, end, all, 10); err != nil || len(entries) != 0 || next != end {
+			t.Errorf("at the end: %v %q %v", entries, next, err)
+		}
+		if _, now, _ := l.Read(ctx, "now", all, 10); now != end {
+			t.Errorf("now %q after the appends, want %q", now, end)
+		}
+	})
+
+	t.Run("scopes", func(t *testing.T) {
+		l := newLog(t)
+		_, start, _ := l.Read(t.Context(), "now", all, 10)
+		for i := range 5 {
+			mustAppend(t, l, SourceSandbox, change("archive", fmt.Sprint("i", i), sources.OpUpdate), change("desks", fmt.Sprint("d", i), sources.OpUpdate))
+		}
+		caughtUp(t, l, start, 10)
+		got, end := readAll(t, l, start, []string{"desks"})
+		if want := []string{"desks/d0 update", "desks/d1 update", "desks/d2 update", "desks/d3 update", "desks/d4 update"}; !slices.Equal(ids(got), want) {
+			t.Errorf("desks only: %v", ids(got))
+		}
+		// The token to resume from is past the items too: the client
+		// never reads them again.
+		if _, allEnd := readAll(t, l, start, all); end != allEnd {
+			t.Errorf("desks' end %q, the log's %q", end, allEnd)
+		}
+		// Nothing it may see: nothing, and the position past them.
+		entries, next, err := l.Read(t.Context(), start, []string{"users"}, 3)
+		if err != nil || len(entries) != 0 || next == start {
+			t.Errorf("users only: %v %q %v; want none, and a token past what was examined", entries, next, err)
+		}
+	})
+
+	t.Run("bad tokens", func(t *testing.T) {
+		l := newLog(t)
+		for _, tok := range []string{"x", "0123456789abcdef", "0123456789abcdef-1", "0123456789ABCDEF-1-0", "0123456789abcdef-01-0",
+			"0123456789abcdef-1-0-", "0123456789abcdef--1-0", "0123456789abcdef-18446744073709551616-0", "now-1-0"} {
+			if l.Valid(tok) {
+				t.Errorf("Valid(%q)", tok)
+			}
+			if _, _, err := l.Read(t.Context(), tok, all, 1); !errors.Is(err, sources.ErrInvalid) {
+				t.Errorf("Read(%q): %v, want ErrInvalid", tok, err)
+			}
+		}
+		// A token of another life of the log has expired, on Read and on
+		// Wait, which does not wait for it.
+		const other = "0123456789abcdef-1-0"
+		if !l.Valid(other) {
+			t.Fatalf("Valid(%q) false", other)
+		}
+		if _, _, err := l.Read(t.Context(), other, all, 1); !errors.Is(err, sources.ErrExpired) {
+			t.Errorf("another epoch: %v, want ErrExpired", err)
+		}
+		_, start, _ := l.Read(t.Context(), "now", all, 1)
+		mustAppend(t, l, SourceSandbox, change("desks", "d", sources.OpUpdate))
+		caughtUp(t, l, start, 1)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := l.Wait(ctx, other); err != nil {
+			t.Errorf("Wait(another epoch): %v", err)
+		}
+	})
+
+	t.Run("wait", func(t *testing.T) {
+		l := newLog(t)
+		_, start, _ := l.Read(t.Context(), "now", all, 10)
+		woke := make(chan error, 1)
+		go func() { woke <- l.Wait(t.Context(), start) }() // ends with the append below, or the test
+		mustAppend(t, l, SourceSandbox, change("desks", "d", sources.OpUpdate))
+		if err := <-woke; err != nil {
+			t.Fatal(err)
+		}
+		// Woken by the follower: the entry is there to read.
+		entries, end, _ := l.Read(t.Context(), start, all, 10)
+		if len(entries) != 1 {
+			t.Fatalf("after the wait: %v", entries)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { woke <- l.Wait(ctx, end) }()
+		cancel()
+		if err := <-woke; !errors.Is(err, context.Canceled) {
+			t.Errorf("a wait at the end, cancelled: %v", err)
+		}
+	})
+}
+
+func TestRing(t *testing.T) {
+	testLog(t, func(t *testing.T) *Log { return New(nil, Options{}) })
+}
+
+// The ring keeps MaxEntries and Retain; a token older than what it keeps
+// has expired, as has one from before a restart.
+func TestRingTrims(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
+	reg := metrics.NewMetrics()
+	l := New(nil, Options{MaxEntries: 3, Retain: time.Hour, Now: c.Now, Metrics: reg})
+	_, start, _ := l.Read(t.Context(), "now", all, 1)
+	for i := range 5 {
+		mustAppend(t, l, SourceSandbox, change("desks", fmt.Sprint("d", i), sources.OpUpdate))
+	}
+	if _, _, err := l.Read(t.Context(), start, all, 10); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("a token before the trimmed entries: %v, want ErrExpired", err)
+	}
+	kept, _ := readAll(t, l, "", all)
+	if want := []string{"desks/d2 update", "desks/d3 update", "desks/d4 update"}; !slices.Equal(ids(kept), want) {
+		t.Errorf("kept %v, want %v", ids(kept), want)
+	}
+	// The entry before the oldest kept is the newest trimmed: its token
+	// still reads everything after it.
+	if _, _, err := l.Read(t.Context(), kept[0].Token, all, 10); err != nil {
+		t.Errorf("from the oldest kept: %v", err)
+	}
+	c.Advance(time.Hour + time.Minute)
+	mustAppend(t, l, SourceSandbox, change("desks", "d5", sources.OpUpdate))
+	if kept, _ := readAll(t, l, "", all); !slices.Equal(ids(kept), []string{"desks/d5 update"}) {
+		t.Errorf("after an hour: %v", ids(kept))
+	}
+	if got := reg.Counter("prodapi_changes_trimmed_total", "").Value(); got != 5 {
+		t.Errorf("trimmed %d, want 5", got)
+	}
+	if got := reg.Counter("prodapi_changes_appended_total", "").Value(SourceSandbox, sources.OpUpdate); got != 6 {
+		t.Errorf("appended %d, want 6", got)
+	}
+	restarted := New(nil, Options{})
+	if _, _, err := restarted.Read(t.Context(), kept[0].Token, all, 1); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("a token from before a restart: %v, want ErrExpired", err)
+	}
+	// Positions stay in order when the clock goes back.
+	c.Advance(-time.Minute)
+	mustAppend(t, l, SourceSandbox, change("desks", "d6", sources.OpUpdate), change("desks", "d7", sources.OpUpdate))
+	if kept, _ := readAll(t, l, "", all); !slices.Equal(ids(kept), []string{"desks/d5 update", "desks/d6 update", "desks/d7 update"}) {
+		t.Errorf("after the clock went back: %v", ids(kept))
+	}
+}
+
+// streamLog returns logs of one fresh stream on a real redis-server, each
+// a replica's, closed at the end of the test.
+func streamLogs(t *testing.T, url string) func(t *testing.T, opts Options) *Log {
+	return func(t *testing.T, opts Options) *Log {
+		rdb, err := redistier.NewClient(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		tier := redistier.New(rdb, redistier.Options{Timeout: 5 * time.Second})
+		l := New(tier, opts)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := l.Close(ctx); err != nil {
+				t.Error(err)
+			}
+			tier.Close(ctx)
+		})
+		return l
+	}
+}
+
+func TestRealRedisLog(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	replica := streamLogs(t, srv.URL())
+	testLog(t, func(t *testing.T) *Log {
+		if _, err := srv.Do(t.Context(), "FLUSHALL"); err != nil {
+			t.Fatal(err)
+		}
+		return replica(t, Options{})
+	})
+}
+
+// Three replicas on one stream: an entry appended by one reaches the
+// others' followers and waiters; tokens are valid everywhere; a change
+// every replica reports (a sandbox edit) is appended once.
+func TestRealRedisLogFleet(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	reg := metrics.NewMetrics()
+	newReplica := streamLogs(t, srv.URL())
+	// A tail of 2: older positions are read from the stream.
+	a, b, c := newReplica(t, Options{Tail: 2, Metrics: reg}), newReplica(t, Options{Tail: 2}), newReplica(t, Options{Tail: 2})
+	_, start, err := a.Read(t.Context(), "now", all, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 2)
+	for _, l := range []*Log{b, c} {
+		go func() { woke <- l.Wait(t.Context(), start) }() // ends with the first append
+	}
+	edit := func(id, version string) sources.Change {
+		ch := change("archive", id, sources.OpUpdate)
+		ch.Version = version
+		return ch
+	}
+	for _, l := range []*Log{a, b, c} {
+		mustAppend(t, l, SourceSandbox, edit("i1", "v1"))
+	}
+	for range 2 {
+		if err := <-woke; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The edit undone is a change again; another document too; then
+	// every replica reports both once more.
+	for _, l := range []*Log{c, b, a} {
+		mustAppend(t, l, SourceSandbox, edit("i1", "v0"), edit("i2", "v1"))
+	}
+	want := []string{"items/i1 update", "items/i1 update", "items/i2 update"}
+	for name, l := range map[string]*Log{"a": a, "b": b, "c": c} {
+		caughtUp(t, l, start, 3)
+		got, _ := readAll(t, l, start, all)
+		if !slices.Equal(ids(got), want) {
+			t.Errorf("replica %s: %v, want %v", name, ids(got), want)
+		}
+		// From the middle, on every replica, with the tokens of another.
+		first, _ := readAll(t, a, start, all)
+		if rest, _ := readAll(t, l, first[0].Token, all); !slices.Equal(ids(rest), want[1:]) {
+			t.Errorf("replica %s after a's first token: %v", name, ids(rest))
+		}
+	}
+	if got := reg.Counter("prodapi_changes_duplicates_total", "").Value(SourceSandbox); got != 2 {
+		t.Errorf("a counted %d duplicates, want 2 (it reported the second round last)", got)
+	}
+
+	// Redis loses everything: every replica's tokens expire, and the log
+	// goes on under a new epoch.
+	got, _ := readAll(t, a, start, all)
+	old := got[len(got)-1].Token
+	if _, err := srv.Do(t.Context(), "FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, b, SourceSandbox, edit("i3", "v1"))
+	for name, l := range map[string]*Log{"a": a, "b": b, "c": c} {
+		eventually(t, name+" expiring the old token", func() bool {
+			_, _, err := l.Read(t.Context(), old, all, 10)
+			return errors.Is(err, sources.ErrExpired)
+		})
+		eventually(t, name+" following the new stream", func() bool {
+			got, _ := readAll(t, l, "", all)
+			return slices.Equal(ids(got), []string{"items/i3 update"})
+		})
+	}
+}
+
+// A token older than the newest entry trimmed has expired, on every
+// replica, whether its follower holds it or not.
+func TestRealRedisLogExpires(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	newReplica := streamLogs(t, srv.URL())
+	a := newReplica(t, Options{MaxEntries: 3})
+	_, start, _ := a.Read(t.Context(), "now", all, 1)
+	for i := range 3 {
+		mustAppend(t, a, SourceSandbox, change("desks", fmt.Sprint("d", i), sources.OpUpdate))
+	}
+	caughtUp(t, a, start, 3)
+	first, _, _ := a.Read(t.Context(), start, all, 1)
+	mustAppend(t, a, SourceSandbox, change("desks", "d3", sources.OpUpdate), change("desks", "d4", sources.OpUpdate))
+	b := newReplica(t, Options{MaxEntries: 3})
+	kept, _ := readAll(t, b, "", all)
+	if len(kept) != 3 {
+		t.Fatalf("kept %v", ids(kept))
+	}
+	// Once a's follower has the newest, it holds no more than the stream
+	// (a replica serves what it holds, even what the stream trimmed).
+	if err := a.Wait(t.Context(), kept[1].Token); err != nil {
+		t.Fatal(err)
+	}
+	for name, l := range map[string]*Log{"a": a, "b": b} {
+		if _, _, err := l.Read(t.Context(), start, all, 10); !errors.Is(err, sources.ErrExpired) {
+			t.Errorf("%s: the token before the trimmed entries: %v, want ErrExpired", name, err)
+		}
+		if _, _, err := l.Read(t.Context(), first[0].Token, all, 10); !errors.Is(err, sources.ErrExpired) {
+			t.Errorf("%s: a trimmed entry's token: %v, want ErrExpired", name, err)
+		}
+		eventually(t, name+" holding the newest", func() bool {
+			got, _ := readAll(t, l, "", all)
+			return slices.Equal(ids(got), []string{"desks/d2 update", "desks/d3 update", "desks/d4 update"})
+		})
+	}
+}
+
+// The log on a Redis Cluster (its keys share a slot, so its scripts run)
+// and on a Sentinel set through a failover: appends, followers and reads
+// go on, and the followers pick up the promoted master.
+func TestRealRedisLogClusterAndSentinel(t *testing.T) {
+	t.Run("cluster", func(t *testing.T) {
+		c := realserver.StartRedisCluster(t, 3, 0)
+		testFleetOf(t, streamLogs(t, c.URL()))
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		s := realserver.StartRedisSentinel(t, 1)
+		newReplica := streamLogs(t, s.URL())
+		a, b := testFleetOf(t, newReplica)
+		m, err := s.Master(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, before, _ := b.Read(t.Context(), "now", all, 1)
+		m.Kill()
+		if _, err := s.WaitFailover(m); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "an append after the failover", func() bool {
+			return a.Append(t.Context(), SourceSandbox, []sources.Change{change("desks", "after", sources.OpUpdate)}) == nil
+		})
+		// The replica may have missed the newest entries (replication is
+		// asynchronous); what comes after them reaches b.
+		eventually(t, "b following the promoted master", func() bool {
+			got, _, err := b.Read(t.Context(), before, all, 100)
+			return err == nil && slices.Contains(ids(got), "desks/after update")
+		})
+	})
+}
+
+// testFleetOf appends on one replica and reads on another, through
+// newReplica, and returns them.
+func testFleetOf(t *testing.T, newReplica func(t *testing.T, opts Options) *Log) (a, b *Log) {
+	t.Helper()
+	a, b = newReplica(t, Options{}), newReplica(t, Options{})
+	_, start, err := b.Read(t.Context(), "now", all, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := change("archive", "i1", sources.OpUpdate)
+	ch.Version = "v1"
+	mustAppend(t, a, SourceSandbox, ch, change("desks", "d1", sources.OpInsert))
+	mustAppend(t, b, SourceSandbox, ch)
+	caughtUp(t, b, start, 2)
+	if got, _ := readAll(t, b, start, all); !slices.Equal(ids(got), []string{"items/i1 update", "desks/d1 insert"}) {
+		t.Errorf("b read %v", ids(got))
+	}
+	if got, _ := readAll(t, a, "", all); len(got) != 2 {
+		t.Errorf("a read %v from the oldest", ids(got))
+	}
+	return a, b
+}

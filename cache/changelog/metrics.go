@@ -1,0 +1,65 @@
+package changelog
+
+import (
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/metrics"
+)
+
+// Sources of appended changes, the source label of the log's metrics.
+const (
+	SourceStream  = "stream"  // the database's change stream, watched by one replica
+	SourcePoll    = "poll"    // a poll of _updated, where there is no change stream
+	SourceSandbox = "sandbox" // every replica's watcher of a sandbox directory
+)
+
+// sourceOps are the operations each source reports, whose series exist
+// at 0 from the start.
+var sourceOps = map[string][]string{
+	SourceStream:  {sources.OpInsert, sources.OpUpdate, sources.OpReplace, sources.OpDelete, sources.OpFlush},
+	SourcePoll:    {sources.OpUpdate},
+	SourceSandbox: {sources.OpInsert, sources.OpUpdate, sources.OpDelete},
+}
+
+// series are the log's metrics; every field is nil-safe.
+type series struct {
+	appended   *metrics.Counter // source, op
+	duplicates *metrics.Counter // source
+	failed     *metrics.Counter // source
+	trimmed    *metrics.Counter
+	length     *metrics.Gauge
+	lag        *metrics.Gauge
+	following  *metrics.Gauge
+}
+
+func newSeries(m *metrics.Metrics) *series {
+	if m == nil {
+		return &series{}
+	}
+	s := &series{
+		appended: m.Counter("prodapi_changes_appended_total",
+			"Entries appended to the change log by this replica, by source (stream, poll, sandbox) and operation.",
+			"source", "op"),
+		duplicates: m.Counter("prodapi_changes_duplicates_total",
+			"Changes not appended because the log already held them (another replica's watcher, or a watcher resuming after a takeover, appended them), by source.",
+			"source"),
+		failed: m.Counter("prodapi_changes_append_errors_total",
+			"Appends to the change log that failed (Redis unreachable or erring), by source; the change stream and the poll retry them.",
+			"source"),
+		trimmed: m.Counter("prodapi_changes_trimmed_total",
+			"Entries this replica's appends trimmed from the change log, past PRODAPI_CHANGES_RETAIN or PRODAPI_CHANGES_MAX_ENTRIES."),
+		length: m.Gauge("prodapi_changes_log_entries",
+			"Entries the change log keeps, as this replica last saw."),
+		lag: m.Gauge("prodapi_changes_follower_lag_seconds",
+			"Time from the newest entry's append (Redis's clock) to its arrival at this replica's follower (its clock)."),
+		following: m.Gauge("prodapi_changes_following",
+			"1 while this replica follows the change log (the ring: always), 0 while it cannot read the stream."),
+	}
+	for src, list := range sourceOps {
+		s.duplicates.Declare(src)
+		s.failed.Declare(src)
+		for _, op := range list {
+			s.appended.Declare(src, op)
+		}
+	}
+	return s
+}
