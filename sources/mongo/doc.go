@@ -141,11 +141,24 @@
 // adapter is tested against a version (4.4 to 7; the driver refuses
 // anything older).
 //
+// # Changes
+//
+// Watch follows the database's change stream (a replica set) for the
+// fleet's change feed (package cache/feed): ids, operation types and
+// cluster times only, each change's Version a hash of its event's resume
+// token, so that a watcher resuming after a takeover reports an event
+// again with the version it had. A standalone server or FerretDB has no
+// change streams (ErrNoChangeStreams); there the feed polls: Poll
+// returns the ids, _updated and _etag of the documents of a collection
+// written at or after a time, in order of _updated then _id, a bounded
+// batch, and Latest the newest _updated, where polling starts. Without an
+// index on _updated, each poll reads the whole collection.
+//
 // # Metrics
 //
 // Each query sent increments prodapi_source_queries_total once, backend
 // "mongo", resource sources.MetricName(collection): op get for Get, find
-// and count for Find, lookup for Lookup; op asset, resource "assets", for
+// and count for Find, lookup for Lookup, poll for Poll and Latest; op asset, resource "assets", for
 // the fs.files read of Asset (the chunk reads of its stream are not
 // counted). Ping is not counted. A failed query counts in
 // prodapi_source_errors_total{backend="mongo", resource, kind} (see

@@ -2,6 +2,8 @@ package mongo
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -40,7 +42,8 @@ var (
 
 // Watch follows the database's change stream for collections, from after
 // token (nil: from now), and calls emit with each event's change and the
-// resume token after it, which the caller keeps to resume. It asks for
+// resume token after it, which the caller keeps to resume; the change's
+// Version names the event (a hash of its token). It asks for
 // ids, operation types and cluster times only, never the documents. It
 // returns when ctx ends (ctx's error), when emit fails (its error), or
 // when the stream fails: ErrNoChangeStreams, ErrHistoryLost, or another
@@ -86,7 +89,9 @@ func (s *Store) Watch(ctx context.Context, collections []string, token []byte, e
 		default: // drop, rename, dropDatabase, invalidate: anything may have changed
 			ch.Op = sources.OpFlush
 		}
-		if err := emit(ch, []byte(cs.ResumeToken())); err != nil {
+		tok := []byte(cs.ResumeToken())
+		ch.Version = eventVersion(tok)
+		if err := emit(ch, tok); err != nil {
 			return err
 		}
 	}
@@ -94,6 +99,14 @@ func (s *Store) Watch(ctx context.Context, collections []string, token []byte, e
 		return err
 	}
 	return classifyStream(cs.Err())
+}
+
+// eventVersion is a change's Version: 16 hex digits of a hash of its
+// event's resume token, which is the event's id. A watcher that resumes
+// after a takeover reports the same events with the same versions.
+func eventVersion(token []byte) string {
+	h := sha256.Sum256(token)
+	return hex.EncodeToString(h[:8])
 }
 
 func idString(v any) string {

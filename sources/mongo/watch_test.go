@@ -93,11 +93,19 @@ func TestWatchResumes(t *testing.T) {
 	// delivers the second again, then those.
 	e.srv.Change("archive", "insert", "b")
 	events, _ = watch(t, e, first.token)
-	for _, want := range []string{"delete p1", "insert b"} {
+	for i, want := range []string{"delete p1", "insert b"} {
 		w := next(t, events)
 		if got := w.change.Op + " " + w.change.ID; got != want {
 			t.Errorf("resumed: %s, want %s", got, want)
 		}
+		// The event reported again has the version it had: the change
+		// log appends it once.
+		if i == 0 && w.change.Version != second.change.Version {
+			t.Errorf("the second event resumed: version %q, first reported as %q", w.change.Version, second.change.Version)
+		}
+	}
+	if first.change.Version == "" || first.change.Version == second.change.Version {
+		t.Errorf("versions %q and %q: want two", first.change.Version, second.change.Version)
 	}
 	// Ids and operation types only: no full documents asked for.
 	for _, c := range e.srv.Named("aggregate") {

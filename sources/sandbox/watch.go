@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -136,28 +138,43 @@ func (l *Live) Reload() ([]sources.Change, error) {
 	return diff(prev, next, time.Now()), nil
 }
 
-// diff lists the documents that differ between two loads.
+// diff lists the documents that differ between two loads. Each change's
+// Version is a hash of the document's new JSON ("deleted" for a
+// deletion): every replica watching the directory reports an edit with
+// the same one, so the fleet's change log appends it once.
 func diff(prev, next *Store, at time.Time) []sources.Change {
 	var out []sources.Change
 	for _, c := range sources.Collections {
 		old, cur := prev.ids[c], next.ids[c]
 		for k, d := range cur {
 			id := k.String()
+			now := codec.AppendJSON(nil, d)
 			o, ok := old[k]
 			switch {
 			case !ok:
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at})
-			case !bytes.Equal(codec.AppendJSON(nil, o), codec.AppendJSON(nil, d)):
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: contentVersion(now)})
+			case !bytes.Equal(codec.AppendJSON(nil, o), now):
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: contentVersion(now)})
 			}
 		}
 		for k := range old {
 			if _, ok := cur[k]; !ok {
-				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at})
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion})
 			}
 		}
 	}
 	return out
+}
+
+// deletedVersion is the Version of a deletion: a document deleted, then
+// written again, has changed twice.
+const deletedVersion = "deleted"
+
+// contentVersion names a document's content: 16 hex digits of the
+// SHA-256 of its JSON.
+func contentVersion(json []byte) string {
+	h := sha256.Sum256(json)
+	return hex.EncodeToString(h[:8])
 }
 
 // String is the id as URLs and Change carry it.

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,5 +93,53 @@ func TestLiveReportsChangedDocuments(t *testing.T) {
 	}
 	if d, _ := l.Get(ctx, items, "a"); d == nil {
 		t.Error("a broken file dropped the previous documents")
+	}
+}
+
+// Two replicas watching one directory report an edit with the same
+// Version, whatever they saw before it; another edit has another, a
+// deletion "deleted".
+func TestLiveVersions(t *testing.T) {
+	dir := t.TempDir()
+	replace(t, dir, "archive.json", `[{"_id":"a","headline":"one"},{"_id":"b","headline":"two"}]`)
+	open := func() *sandbox.Live {
+		l, err := sandbox.OpenLive(dir, sandbox.Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	a, b := open(), open()
+	versions := func(l *sandbox.Live) map[string]string {
+		t.Helper()
+		cs, err := l.Reload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := map[string]string{}
+		for _, c := range cs {
+			if c.Version == "" {
+				t.Errorf("%s %s/%s without a version", c.Op, c.Collection, c.ID)
+			}
+			v[c.Op+" "+c.ID] = c.Version
+		}
+		return v
+	}
+	// b reads an edit a does not: two edits of a are one change to a.
+	replace(t, dir, "archive.json", `[{"_id":"a","headline":"ONE"},{"_id":"b","headline":"two"}]`)
+	first := versions(b)
+	replace(t, dir, "archive.json", `[{"_id":"a","headline":"One"},{"_id":"c","headline":"three"}]`)
+	va, vb := versions(a), versions(b)
+	if !maps.Equal(va, vb) || len(va) != 3 {
+		t.Errorf("a reports %v, b %v: want the same three", va, vb)
+	}
+	if first["update a"] == va["update a"] || va["delete b"] != "deleted" || va["insert c"] == "" {
+		t.Errorf("versions: first edit %v, then %v", first, va)
+	}
+	// Undone: a's content is what it was after the first edit again.
+	replace(t, dir, "archive.json", `[{"_id":"a","headline":"ONE"},{"_id":"c","headline":"three"}]`)
+	if v := versions(a); v["update a"] != first["update a"] {
+		t.Errorf("the first edit's content again: version %q, want %q", v["update a"], first["update a"])
 	}
 }
