@@ -1,20 +1,36 @@
 // Package feed runs a change feed for the fleet: exactly one replica
-// watches the database's change stream, under a lease it renews, and
-// applies every change to the cache (which tells the other replicas).
-// The stream's resume token is kept with the lease, so whoever watches
-// next, after a restart or a takeover, continues where the last one
-// stopped.
+// watches the database's change stream, under a lease it renews, applies
+// every change to the cache (which tells the other replicas) and appends
+// it to the fleet's change log (package cache/changelog). The stream's
+// resume token is kept with the lease, so whoever watches next, after a
+// restart or a takeover, continues where the last one stopped.
 //
 //   - A replica that holds the lease renews it every third of its TTL
 //     (5s by default); one that fails to renew stops watching. When the
 //     watcher dies its lease lapses and another replica takes over
 //     within the TTL.
+//   - Each change is applied to the cache, then appended to the log,
+//     then its resume token saved: a watcher that dies in between leaves
+//     a token before the change, and its successor reports the change
+//     again, which the log appends once (by the change's Version). An
+//     append that fails fails the watch, which resumes after a pause
+//     from the last token saved: no change is lost, none skipped.
 //   - A stream that cannot resume (its history is lost) flushes every
-//     resource it covers, drops the token and starts again from now.
-//   - A server without change streams (a standalone server, FerretDB v1)
-//     is said once in the log and in Status, and the feed stops: the
-//     TTLs are the only freshness there is.
+//     resource it covers (in the cache and in the log), drops the token
+//     and starts again from now.
+//   - A server without change streams (a standalone server, FerretDB)
+//     is said once in the log. With a Poller the lease holder then polls
+//     each collection for what was written since its watermark, every
+//     Options.PollEvery (poll.go): updates and insertions only, since a
+//     deleted document leaves nothing to find (Status says "polling").
+//     Without one the feed stops, and the TTLs are the only freshness
+//     there is.
 //   - Other failures are retried after a pause (1s, doubling to 5s).
+//
+// The holder says in Redis whether it watches or polls, beside its token,
+// so the other replicas know too (Mode): they keep entries long while a
+// stream watches, since every write obsoletes them, and only for the TTLs
+// while a poll runs, which cannot see deletions.
 package feed
 
 import (
@@ -49,6 +65,11 @@ type Applier interface {
 	Apply(ctx context.Context, changes []sources.Change) error
 }
 
+// A Log is the fleet's change log (package changelog's Log is one).
+type Log interface {
+	Append(ctx context.Context, source string, changes []sources.Change) error
+}
+
 // Options configure a Feed. Unsupported and HistoryLost are required.
 type Options struct {
 	Name        string   // the lease's and token's name; "" means "mongo"
@@ -57,8 +78,15 @@ type Options struct {
 	// Unsupported reports an error meaning the server has no change
 	// streams; HistoryLost one meaning the stream cannot resume.
 	Unsupported, HistoryLost func(error) bool
-	Metrics                  *metrics.Metrics // nil: none
-	Logger                   *slog.Logger     // nil: discard
+	// Log, when set, gets every change, after the cache.
+	Log Log
+	// Poller, when set, stands in for a server without change streams;
+	// PollEvery is how often it polls (PRODAPI_FEED_POLL), 0 meaning
+	// DefaultPollEvery.
+	Poller    Poller
+	PollEvery time.Duration
+	Metrics   *metrics.Metrics // nil: none
+	Logger    *slog.Logger     // nil: discard
 }
 
 // DefaultLeaseTTL is the lease's lifetime: the longest a dead watcher's
@@ -68,10 +96,24 @@ const DefaultLeaseTTL = 5 * time.Second
 // Statuses a Feed reports.
 const (
 	StatusStarting    = "starting"
-	StatusFollowing   = "following"   // another replica watches
+	StatusFollowing   = "following"   // another replica watches or polls (Mode says which)
 	StatusWatching    = "watching"    // this replica watches
-	StatusRetrying    = "retrying"    // the stream failed; retrying
-	StatusUnsupported = "unsupported" // no change streams: TTLs only
+	StatusPolling     = "polling"     // this replica polls: no change streams
+	StatusRetrying    = "retrying"    // the stream or the poll failed; retrying
+	StatusUnsupported = "unsupported" // no change streams and no poller: TTLs only
+)
+
+// Modes of the fleet's feed, as its holder last said (Mode).
+const (
+	ModeUnknown = ""       // nobody said yet
+	ModeStream  = "stream" // the holder watches a change stream
+	ModePoll    = "poll"   // the holder polls: deletions are not seen
+)
+
+// Sources of the log's entries, as package changelog names them.
+const (
+	sourceStream = "stream"
+	sourcePoll   = "poll"
 )
 
 // A Feed is one replica's part in the fleet's change feed.
@@ -87,6 +129,10 @@ type Feed struct {
 
 	mu     sync.Mutex
 	status string
+	mode   string
+	// noStreams is set once the server turned out to have no change
+	// streams: a takeover by this replica polls at once.
+	noStreams bool
 }
 
 // New returns a feed; Run runs it.
@@ -99,6 +145,9 @@ func New(src Source, coord Coordinator, apply Applier, opts Options) *Feed {
 	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.PollEvery <= 0 {
+		opts.PollEvery = DefaultPollEvery
 	}
 	f := &Feed{src: src, coord: coord, apply: apply, opts: opts, log: opts.Logger, status: StatusStarting}
 	if f.log == nil {
@@ -129,6 +178,38 @@ func (f *Feed) set(status string) {
 	f.status = status
 }
 
+// Mode is how the fleet's feed runs, as its holder last said: a change
+// stream, a poll, or not known yet.
+func (f *Feed) Mode() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode
+}
+
+// modeToken names where the holder keeps the mode, beside its token.
+func (f *Feed) modeToken() string { return f.opts.Name + "-mode" }
+
+// say records the mode, here and in Redis for the other replicas.
+func (f *Feed) say(ctx context.Context, mode string) {
+	f.mu.Lock()
+	f.mode = mode
+	f.mu.Unlock()
+	if err := f.coord.SaveToken(ctx, f.modeToken(), []byte(mode)); err != nil {
+		f.log.Debug("feed: saving the mode", "error", err)
+	}
+}
+
+// hear reads the mode the holder said.
+func (f *Feed) hear(ctx context.Context) {
+	b, err := f.coord.Token(ctx, f.modeToken())
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode = string(b)
+}
+
 // Run takes part in the feed until ctx ends (its error) or the server
 // turns out to have no change streams (nil).
 func (f *Feed) Run(ctx context.Context) error {
@@ -144,6 +225,9 @@ func (f *Feed) Run(ctx context.Context) error {
 			}
 			if f.Status() != StatusRetrying {
 				f.set(StatusFollowing)
+			}
+			if err == nil {
+				f.hear(ctx)
 			}
 			f.leader.Set(0)
 			if !sleep(ctx, f.opts.LeaseTTL/3) {
@@ -167,9 +251,10 @@ func (f *Feed) Run(ctx context.Context) error {
 			f.log.Warn("feed: lost the lease; another replica may watch now")
 			continue
 		case f.opts.Unsupported(err):
+			// Only without a Poller: lead polls otherwise.
 			f.set(StatusUnsupported)
 			_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
-			f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB v1): entries are refreshed by their TTLs only", "error", err)
+			f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB): entries are refreshed by their TTLs only", "error", err)
 			return nil
 		case f.opts.HistoryLost(err):
 			f.log.Warn("feed: the change stream cannot resume; flushing the resources it covers", "error", err)
@@ -182,7 +267,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			continue
 		}
 		f.set(StatusRetrying)
-		f.log.Warn("feed: the change stream failed; retrying", "error", err, "in", pause)
+		f.log.Warn("feed: the change stream or the poll failed; retrying", "error", err, "in", pause)
 		_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
 		if !sleep(ctx, pause) {
 			return ctx.Err()
@@ -193,7 +278,8 @@ func (f *Feed) Run(ctx context.Context) error {
 
 var errLeaseLost = errors.New("feed: lease lost")
 
-// lead watches while it holds the lease, renewing it.
+// lead watches, or polls where the server has no change streams, while
+// it holds the lease, renewing it.
 func (f *Feed) lead(ctx context.Context) error {
 	lctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -213,21 +299,65 @@ func (f *Feed) lead(ctx context.Context) error {
 	})
 	defer wg.Wait()
 	defer cancel(nil) // before the Wait: it ends the renewals
-	token, err := f.coord.Token(lctx, f.opts.Name)
-	if err != nil {
-		return err
-	}
-	err = f.src.Watch(lctx, f.opts.Collections, token, func(ch sources.Change, tok []byte) error {
-		if err := f.apply.Apply(lctx, []sources.Change{ch}); err != nil {
-			f.log.Warn("feed: invalidation incomplete", "collection", ch.Collection, "error", err)
-		}
-		f.events.Inc()
-		return f.coord.SaveToken(lctx, f.opts.Name, tok)
-	})
+	err := f.leadOnce(lctx)
 	if errors.Is(context.Cause(lctx), errLeaseLost) {
 		return errLeaseLost
 	}
 	return err
+}
+
+// leadOnce watches the change stream, or polls when the server has
+// none and there is a Poller.
+func (f *Feed) leadOnce(ctx context.Context) error {
+	f.mu.Lock()
+	noStreams := f.noStreams
+	f.mu.Unlock()
+	if !noStreams {
+		err := f.watch(ctx)
+		if !f.opts.Unsupported(err) || f.opts.Poller == nil {
+			return err
+		}
+		f.mu.Lock()
+		f.noStreams = true
+		f.mu.Unlock()
+		f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB): polling _updated instead; deletions are not seen",
+			"every", f.opts.PollEvery, "error", err)
+	}
+	f.set(StatusPolling)
+	f.say(ctx, ModePoll)
+	return f.poll(ctx)
+}
+
+// watch follows the change stream from the saved token: each change to
+// the cache, then to the log, then its token saved.
+func (f *Feed) watch(ctx context.Context) error {
+	token, err := f.coord.Token(ctx, f.opts.Name)
+	if err != nil {
+		return err
+	}
+	said := false
+	return f.src.Watch(ctx, f.opts.Collections, token, func(ch sources.Change, tok []byte) error {
+		if err := f.apply.Apply(ctx, []sources.Change{ch}); err != nil {
+			f.log.Warn("feed: invalidation incomplete", "collection", ch.Collection, "error", err)
+		}
+		f.events.Inc()
+		if err := f.append(ctx, sourceStream, []sources.Change{ch}); err != nil {
+			return err // the token stays before the change: it comes again
+		}
+		if !said {
+			said = true
+			f.say(ctx, ModeStream)
+		}
+		return f.coord.SaveToken(ctx, f.opts.Name, tok)
+	})
+}
+
+// append adds changes to the log, if there is one.
+func (f *Feed) append(ctx context.Context, source string, changes []sources.Change) error {
+	if f.opts.Log == nil {
+		return nil
+	}
+	return f.opts.Log.Append(ctx, source, changes)
 }
 
 // flush reports every covered collection as changed wholesale.
@@ -236,7 +366,7 @@ func (f *Feed) flush(ctx context.Context) error {
 	for i, c := range f.opts.Collections {
 		changes[i] = sources.Change{Collection: c, Op: sources.OpFlush}
 	}
-	return f.apply.Apply(ctx, changes)
+	return errors.Join(f.apply.Apply(ctx, changes), f.append(ctx, sourceStream, changes))
 }
 
 // sleep waits d; false when ctx ended first.

@@ -64,6 +64,12 @@ type replica struct {
 
 func startReplica(t *testing.T, srv *mongotest.Server, redisURL string, m *metrics.Metrics) *replica {
 	t.Helper()
+	return startReplicaLog(t, srv, redisURL, m, nil)
+}
+
+// startReplicaLog is startReplica with a change log.
+func startReplicaLog(t *testing.T, srv *mongotest.Server, redisURL string, m *metrics.Metrics, log feed.Log) *replica {
+	t.Helper()
 	client, err := mongodriver.Connect(mongosrc.ClientOptions(srv.URI(), 4, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +89,7 @@ func startReplica(t *testing.T, srv *mongotest.Server, redisURL string, m *metri
 		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
 		Metrics:     m,
+		Log:         log,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -219,5 +226,41 @@ func TestNoChangeStreams(t *testing.T) {
 	}
 	if r.f.Status() != feed.StatusUnsupported {
 		t.Errorf("status %q", r.f.Status())
+	}
+}
+
+// Each change goes to the log after the cache, and its token is saved
+// only then: an append that fails makes the watch resume from the token
+// before the change, which comes again.
+func TestWatchAppendsToTheLog(t *testing.T) {
+	srv := mongotest.Start(t, nil)
+	srv.EnableChangeStreams()
+	rs := realserver.StartRedis(t, 0)
+	log := &logRecorder{}
+	r := startReplicaLog(t, srv, rs.URL(), nil, log)
+	eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
+	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Change("archive", "update", "a1")
+	eventually(t, "the change in the log", func() bool { return log.count("stream update archive/a1") == 1 })
+	if r.f.Mode() != feed.ModeStream {
+		t.Errorf("mode %q, want stream", r.f.Mode())
+	}
+
+	var mu sync.Mutex
+	failures := 1
+	log.mu.Lock()
+	log.fail = func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		failures--
+		return failures >= 0
+	}
+	log.mu.Unlock()
+	srv.Change("desks", "insert", "d1")
+	eventually(t, "the change in the log after a retry", func() bool { return log.count("stream insert desks/d1") == 1 })
+	if !r.rec.has("insert", "desks", "d1") {
+		t.Error("the cache did not hear of it")
 	}
 }

@@ -1,0 +1,303 @@
+package feed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/prodapi/prodapi/cache/feed"
+	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/sources"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
+	"github.com/prodapi/prodapi/sources/mongo/mongotest"
+	"github.com/prodapi/prodapi/test/realserver"
+)
+
+// logRecorder is a change log that keeps what it was given; fail, when
+// set, fails appends while it returns true.
+type logRecorder struct {
+	mu      sync.Mutex
+	entries []string // source op collection/id
+	fail    func() bool
+}
+
+func (l *logRecorder) Append(_ context.Context, source string, cs []sources.Change) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil && l.fail() {
+		return errors.New("the log is down")
+	}
+	for _, c := range cs {
+		l.entries = append(l.entries, source+" "+c.Op+" "+c.Collection+"/"+c.ID)
+	}
+	return nil
+}
+
+func (l *logRecorder) got() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
+}
+
+func (l *logRecorder) count(entry string) int {
+	n := 0
+	for _, e := range l.got() {
+		if e == entry {
+			n++
+		}
+	}
+	return n
+}
+
+// A poller is a replica's feed over a standalone server (no change
+// streams), polling through its Store every 5ms.
+type poller struct {
+	*replica
+	log *logRecorder
+}
+
+func startPoller(t *testing.T, srv *mongotest.Server, redisURL string) *poller {
+	t.Helper()
+	client, err := mongodriver.Connect(mongosrc.ClientOptions(srv.URI(), 4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	store := mongosrc.New(client.Database(mongosrc.DatabaseName(srv.URI())), mongosrc.Options{})
+	rdb, err := redistier.NewClient(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	shared := redistier.New(rdb, redistier.Options{Timeout: time.Second})
+	t.Cleanup(func() { shared.Close(context.Background()) })
+	p := &poller{replica: &replica{rec: &recorder{}, done: make(chan error, 1)}, log: &logRecorder{}}
+	p.f = feed.New(store, shared, p.rec, feed.Options{
+		LeaseTTL:    600 * time.Millisecond,
+		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
+		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+		Log:         p.log,
+		Poller:      store,
+		PollEvery:   5 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() { p.done <- p.f.Run(ctx) }()
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+var t0 = time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+
+func desk(id string, updated time.Duration, etag string) *sources.Doc {
+	return sources.D("_id", id, "name", id, "_updated", t0.Add(updated), "_etag", etag)
+}
+
+// polled waits until the poller has read the collections twice more
+// since now: what was written before is in its reports by then.
+func polled(t *testing.T, srv *mongotest.Server) {
+	t.Helper()
+	start := len(srv.Named("find"))
+	n := len(sources.Collections)
+	eventually(t, "two more polls", func() bool { return len(srv.Named("find")) >= start+2*n+1 })
+}
+
+// Without change streams the holder polls _updated: what was there at
+// the start is not news; writes after it reach the cache and the log
+// once, those of the watermark's second and those stamped a little
+// before it included; the other replica hears that the fleet polls.
+func TestPollFallback(t *testing.T) {
+	srv := mongotest.Start(t, map[string][]*sources.Doc{"desks": {desk("d0", 0, "e0")}}) // a standalone server
+	rs := realserver.StartRedis(t, 0)
+	a := startPoller(t, srv, rs.URL())
+	b := startPoller(t, srv, rs.URL())
+	eventually(t, "one poller", func() bool {
+		sa, sb := a.f.Status(), b.f.Status()
+		return sa == feed.StatusPolling && sb == feed.StatusFollowing || sa == feed.StatusFollowing && sb == feed.StatusPolling
+	})
+	holder, other := a, b
+	if b.f.Status() == feed.StatusPolling {
+		holder, other = b, a
+	}
+	eventually(t, "the other replica to hear the fleet polls", func() bool { return other.f.Mode() == feed.ModePoll })
+	polled(t, srv)
+	if got := holder.log.got(); len(got) != 0 {
+		t.Errorf("reported what was there at the start: %v", got)
+	}
+
+	for _, d := range []*sources.Doc{
+		desk("d1", time.Second, "e1"),                 // after the watermark
+		desk("d0", 0, "e0b"),                          // in the watermark's second, again
+		desk("d2", -time.Second, "e2"),                // a late commit, within the overlap
+		desk("d3", -time.Hour, "e3"),                  // far behind: not found, as documented
+		sources.D("_id", "u1", "name", "no _updated"), // not found either
+	} {
+		if err := srv.Replace("desks", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"poll update desks/d0", "poll update desks/d1", "poll update desks/d2"}
+	eventually(t, "the writes in the log", func() bool {
+		got := holder.log.got()
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+	polled(t, srv)
+	got := holder.log.got()
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("after more polls: %v, want each write once: %v", got, want)
+	}
+	if !holder.rec.has(sources.OpUpdate, "desks", "d1") || !holder.rec.has(sources.OpUpdate, "desks", "d2") {
+		t.Error("the cache did not hear of the writes")
+	}
+	if len(other.log.got()) != 0 {
+		t.Errorf("the other replica polled: %v", other.log.got())
+	}
+}
+
+// A holder that stops is replaced; the new one polls from the watermark
+// the first saved, so writes made in between are not lost.
+func TestPollTakeover(t *testing.T) {
+	srv := mongotest.Start(t, map[string][]*sources.Doc{"desks": {desk("d0", 0, "e0")}})
+	rs := realserver.StartRedis(t, 0)
+	a := startPoller(t, srv, rs.URL())
+	eventually(t, "polling", func() bool { return a.f.Status() == feed.StatusPolling })
+	polled(t, srv) // the start is behind it
+	if err := srv.Replace("desks", desk("d1", time.Second, "e1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first write", func() bool { return a.log.count("poll update desks/d1") == 1 })
+	rdb := realserver.RedisClient(rs.Addr())
+	defer rdb.Close()
+	eventually(t, "the watermark saved", func() bool {
+		b, _ := rdb.Get(context.Background(), "prodapi:v1:feed:mongo-poll:token").Bytes()
+		return strings.Contains(string(b), `"d1"`)
+	})
+	// (Stopped before that, it would leave the previous watermark, and
+	// the next holder would report d1 again: the log drops it by its
+	// version.)
+	if err := a.stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+	// While nobody polls.
+	if err := srv.Replace("desks", desk("d2", 2*time.Second, "e2")); err != nil {
+		t.Fatal(err)
+	}
+	b := startPoller(t, srv, rs.URL())
+	eventually(t, "the write made between them", func() bool { return b.log.count("poll update desks/d2") == 1 })
+	if b.log.count("poll update desks/d1") != 0 {
+		t.Error("the new holder reported the first write again")
+	}
+}
+
+// An append that fails is retried: the watermark moves only once the
+// log has the change.
+func TestPollRetriesTheLog(t *testing.T) {
+	srv := mongotest.Start(t, map[string][]*sources.Doc{"desks": {desk("d0", 0, "e0")}})
+	rs := realserver.StartRedis(t, 0)
+	p := startPoller(t, srv, rs.URL())
+	eventually(t, "polling", func() bool { return p.f.Status() == feed.StatusPolling })
+	polled(t, srv)
+	var down sync.Mutex
+	failing := true
+	p.log.mu.Lock()
+	p.log.fail = func() bool { down.Lock(); defer down.Unlock(); return failing }
+	p.log.mu.Unlock()
+	if err := srv.Replace("desks", desk("d1", time.Second, "e1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the feed retrying", func() bool { return p.f.Status() == feed.StatusRetrying })
+	down.Lock()
+	failing = false
+	down.Unlock()
+	eventually(t, "the write in the log", func() bool { return p.log.count("poll update desks/d1") == 1 })
+}
+
+// standalone is a server without change streams.
+type standalone struct{}
+
+var errStandalone = errors.New("no change streams")
+
+func (standalone) Watch(context.Context, []string, []byte, func(sources.Change, []byte) error) error {
+	return errStandalone
+}
+
+// pollerFunc is a Poller from funcs.
+type pollerFunc struct {
+	poll   func(coll string, since time.Time, limit int) []sources.Stamp
+	latest func(coll string) time.Time
+}
+
+func (p pollerFunc) Poll(_ context.Context, coll string, since time.Time, limit int) ([]sources.Stamp, error) {
+	return p.poll(coll, since, limit), nil
+}
+
+func (p pollerFunc) Latest(_ context.Context, coll string) (time.Time, error) {
+	return p.latest(coll), nil
+}
+
+// A second holding more documents than the largest batch cannot be read
+// whole: the collection is reported flushed, and the poll goes on after
+// that second. A second holding more than one batch is read whole.
+func TestPollCrowdedSeconds(t *testing.T) {
+	var mu sync.Mutex
+	var docs []sources.Stamp // in order of _updated then id
+	add := func(n int, at time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range n {
+			docs = append(docs, sources.Stamp{ID: fmt.Sprintf("%s-%06d", at, i), Updated: t0.Add(at), Version: "v"})
+		}
+	}
+	p := pollerFunc{
+		poll: func(coll string, since time.Time, limit int) []sources.Stamp {
+			mu.Lock()
+			defer mu.Unlock()
+			var out []sources.Stamp
+			for _, d := range docs {
+				if coll == "desks" && !d.Updated.Before(since) && len(out) < limit {
+					out = append(out, d)
+				}
+			}
+			return out
+		},
+		latest: func(string) time.Time { return t0 },
+	}
+	log := &logRecorder{}
+	tier := redistier.New(nil, redistier.Options{}) // alone: this replica holds the lease
+	f := feed.New(standalone{}, tier, &recorder{}, feed.Options{
+		Unsupported: func(err error) bool { return errors.Is(err, errStandalone) },
+		HistoryLost: func(error) bool { return false },
+		Log:         log, Poller: p, PollEvery: time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+
+	add(2500, time.Second) // more than a batch, one second
+	eventually(t, "the crowded second", func() bool { return len(log.got()) == 2500 })
+	add(600, 1500*time.Millisecond) // two seconds that fill a batch
+	add(600, 1700*time.Millisecond)
+	eventually(t, "the two crowded seconds", func() bool { return len(log.got()) == 3700 })
+	add(70000, 2*time.Second) // more than the largest batch
+	add(1, 3*time.Second)
+	eventually(t, "the flush, and the write after it", func() bool {
+		return log.count("poll flush desks/") == 1 && log.count("poll update desks/3s-000000") == 1
+	})
+	if n := len(log.got()); n != 3702 {
+		t.Errorf("%d entries, want the first seconds' 3700, a flush and the write after", n)
+	}
+	add(600, 4*time.Second) // a batch reads the first second whole, and the next
+	add(600, 5*time.Second) // starts in it again: it must read further, not loop
+	eventually(t, "the seconds that start batches alike", func() bool { return len(log.got()) == 4902 })
+}
