@@ -262,12 +262,26 @@ func hasPrefixFold(s, prefix string) bool {
 // it grants scope (401, 403). The client a verified token names goes to
 // the access log, refused for its scope or not.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) error {
+	c, err := s.authenticate(w, r)
+	if err != nil || c == nil {
+		return err
+	}
+	if scope != "" && !c.Has(scope) {
+		return forbidden(c, scope)
+	}
+	return nil
+}
+
+// authenticate checks the request's token (401) and returns what it
+// grants, naming its client in the access log; nil claims with
+// authentication off.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, error) {
 	if !s.auth.opts.Enabled {
-		return nil
+		return nil, nil
 	}
 	c, err := s.auth.verify(r, s.requestTime(w))
 	if err != nil {
-		return &httpError{
+		return nil, &httpError{
 			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
 			header: http.Header{"Www-Authenticate": {challenge(err)}},
 		}
@@ -275,13 +289,17 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string)
 	if info := infoOf(w); info != nil {
 		info.clientID = c.ClientID
 	}
-	if scope != "" && !c.Has(scope) {
-		return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
-			err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
-			header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
-		}
+	return c, nil
+}
+
+// forbidden is the 403 of a token that lacks scope: the original's body,
+// and a challenge naming the scope (space-separated scopes, any of which
+// would do, for an endpoint that takes several).
+func forbidden(c *Claims, scope string) *httpError {
+	return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
+		err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
+		header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
 	}
-	return nil
 }
 
 // realm is the protection space every challenge names.
