@@ -63,6 +63,10 @@ func (s *Server) Handler() http.Handler {
 	api("/docs", s.docsPage(docs))
 	api("/docs/", s.docsPage(docs))
 	api("/docs/{file}", s.docsScript(docs))
+	if s.changes != nil {
+		api("/changes", s.getChanges)
+		api("/changes/", s.getChanges)
+	}
 	for _, res := range resources() {
 		list := s.getList(res)
 		api("/"+res.Name, list)

@@ -72,6 +72,11 @@ type Options struct {
 	// secret of this process's own, so cursors do not survive a restart
 	// and fail on other replicas.
 	CursorSecret []byte
+	// Changes is the fleet's change log, served at /changes; nil:
+	// /changes answers 404, as an unknown URL does.
+	Changes ChangeLog
+	// Streams bound /changes event streams and long polls.
+	Streams StreamOptions
 }
 
 // A Check is one dependency /readyz probes.
@@ -132,6 +137,12 @@ type Server struct {
 	requireBackends bool
 	draining        atomic.Bool
 	checkUp         *metrics.Gauge
+	// The change feed (changes.go); changes nil: none.
+	changes       ChangeLog
+	streamOpts    StreamOptions
+	waiters       *waiters
+	changeMetrics *changeMetrics
+	afterFunc     afterFunc // tests move their own clock
 }
 
 // New returns a server answering list and detail requests with load.
@@ -182,6 +193,13 @@ func New(load Loader, opts Options) *Server {
 	s.metricsHandler = s.metrics.Handler()
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
+	}
+	s.changes = opts.Changes
+	s.streamOpts = opts.Streams.withDefaults()
+	s.waiters = newWaiters(s.streamOpts.Max)
+	s.afterFunc = realAfterFunc
+	if s.changes != nil {
+		s.changeMetrics = newChangeMetrics(s.metrics)
 	}
 	s.ids = newRequestIDs()
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))

@@ -1,0 +1,319 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
+)
+
+// Why a stream's context ended, when the server ended it.
+var (
+	errTokenExpired = errors.New("server: the stream's token expired")
+	errDraining     = errors.New("server: the server drains")
+	errStreamLimit  = errors.New("server: too many change streams")
+)
+
+// waiters are the /changes requests that wait, event streams (at most
+// max) and long polls, so that EndStreams can end them at once.
+type waiters struct {
+	max int
+
+	mu       sync.Mutex
+	streams  int
+	draining bool
+	ends     map[*context.CancelCauseFunc]struct{}
+}
+
+func newWaiters(max int) *waiters {
+	return &waiters{max: max, ends: map[*context.CancelCauseFunc]struct{}{}}
+}
+
+// join registers a waiter, which EndStreams ends with cancel(errDraining).
+// It fails while the server drains, or for a stream when max are open.
+func (ws *waiters) join(cancel context.CancelCauseFunc, stream bool) (leave func(), err error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	switch {
+	case ws.draining:
+		return nil, errDraining
+	case stream && ws.streams >= ws.max:
+		return nil, errStreamLimit
+	}
+	if stream {
+		ws.streams++
+	}
+	key := &cancel
+	ws.ends[key] = struct{}{}
+	return func() {
+		ws.mu.Lock()
+		defer ws.mu.Unlock()
+		delete(ws.ends, key)
+		if stream {
+			ws.streams--
+		}
+	}, nil
+}
+
+func (ws *waiters) drain() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.draining = true
+	for end := range ws.ends {
+		(*end)(errDraining)
+	}
+}
+
+// EndStreams ends every /changes event stream and long poll at once, and
+// refuses new ones: a long poll answers with what it has (nothing), a
+// stream ends without another word. http.Server.Shutdown waits for
+// requests to finish, and these would hold it for their whole length:
+// register EndStreams with its RegisterOnShutdown. (Drain, before it,
+// only turns /readyz away.)
+func (s *Server) EndStreams() { s.waiters.drain() }
+
+// afterFunc runs f after d unless stop is called first:
+// time.AfterFunc, which tests replace with a clock they move.
+type afterFunc func(d time.Duration, f func()) (stop func() bool)
+
+func realAfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// streamChanges answers /changes as Server-Sent Events: the entries
+// after since, then each one as it arrives, with a comment after every
+// Heartbeat of silence, until the client leaves, its token expires
+// (a last "close" event says so), its position leaves the log, the log
+// fails, or the server drains.
+func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims, p *changeParams) error {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	leave, err := s.waiters.join(cancel, true)
+	if err != nil {
+		s.changeMetrics.refused.Inc()
+		return &httpError{status: http.StatusServiceUnavailable, msg: msgTooManyStreams, err: err,
+			header: http.Header{"Retry-After": {"5"}}}
+	}
+	defer leave()
+	// The first read answers in the envelope when it fails (410, 503).
+	entries, next, err := s.changes.Read(ctx, p.since, p.names, p.max)
+	if err != nil {
+		return s.changeLogError(err)
+	}
+	if c != nil {
+		until := c.Expires.Add(s.auth.opts.Leeway).Sub(s.requestTime(w))
+		stop := s.afterFunc(until, func() { cancel(errTokenExpired) })
+		defer stop()
+	}
+	s.changeMetrics.streams.Inc()
+	defer s.changeMetrics.streams.Dec()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold events back
+	st := &eventStream{s: s, w: w, rc: http.NewResponseController(w), p: p, sent: p.since}
+	w.WriteHeader(http.StatusOK)
+	err = st.flush()
+	if err != nil {
+		err = st.dropped(err)
+	} else {
+		err = st.run(ctx, p.since, p.visible(entries), next)
+	}
+	// The answer is written: why the server ended it is for the access
+	// log alone.
+	if info := infoOf(w); info != nil && err != nil {
+		info.err = err
+	}
+	return nil
+}
+
+// An eventStream writes one stream's events.
+type eventStream struct {
+	s    *Server
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	p    *changeParams
+	buf  []byte
+	sent string // the last id written (or resumed from)
+}
+
+// run follows the log from pos, where a first read found entries and
+// next, until the stream ends. It returns why the server ended it, nil
+// when the client did.
+func (st *eventStream) run(ctx context.Context, pos string, entries []sources.LogEntry, next string) error {
+	s := st.s
+	beat := s.newBeat(ctx)
+	defer func() { beat.stop() }()
+	rebeat := func() {
+		beat.stop()
+		beat = s.newBeat(ctx)
+	}
+	for {
+		if len(entries) > 0 {
+			if err := st.send(entries); err != nil {
+				return st.dropped(err)
+			}
+			rebeat()
+		}
+		caughtUp := next == pos
+		pos = next
+		if caughtUp {
+			if beat.due() {
+				if err := st.keepalive(pos); err != nil {
+					return st.dropped(err)
+				}
+				rebeat()
+			}
+			if err := s.changes.Wait(beat.ctx, pos); err != nil {
+				if ctx.Err() != nil {
+					return st.ended(ctx)
+				}
+				entries = nil // the heartbeat is due
+				continue
+			}
+		}
+		var err error
+		entries, next, err = s.changes.Read(ctx, pos, st.p.names, st.p.max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return st.ended(ctx)
+			}
+			return st.failed(err)
+		}
+		entries = st.p.visible(entries)
+	}
+}
+
+// A beat is a stream's heartbeat: its context ends once the stream has
+// been silent for the Heartbeat interval (or when the stream's does).
+type beat struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  func() bool
+}
+
+func (s *Server) newBeat(parent context.Context) *beat {
+	ctx, cancel := context.WithCancel(parent)
+	return &beat{ctx: ctx, cancel: cancel, timer: s.afterFunc(s.streamOpts.Heartbeat, cancel)}
+}
+
+func (b *beat) due() bool { return b.ctx.Err() != nil }
+
+func (b *beat) stop() {
+	b.timer()
+	b.cancel()
+}
+
+// send writes entries as events, "id: <token>", "event: change", "data:
+// <the entry as JSON>", and flushes them.
+func (st *eventStream) send(entries []sources.LogEntry) error {
+	b := st.buf[:0]
+	for _, e := range entries {
+		b = append(b, "id: "...)
+		b = append(b, e.Token...)
+		b = append(b, "\nevent: change\ndata: "...)
+		b = codec.AppendJSON(b, entryDoc(e))
+		b = append(b, "\n\n"...)
+	}
+	st.buf = b
+	if err := st.write(b); err != nil {
+		return err
+	}
+	st.sent = entries[len(entries)-1].Token
+	st.s.changeMetrics.deliver(transportSSE, entries, st.s.now())
+	return nil
+}
+
+// keepalive writes the heartbeat comment. When the stream has moved past
+// entries the client may not see since its last id, an id field without
+// data comes with it: EventSource then resumes from there, without an
+// event.
+func (st *eventStream) keepalive(pos string) error {
+	b := append(st.buf[:0], ": keepalive\n"...)
+	moved := pos != "" && pos != "now" && pos != st.sent
+	if moved {
+		b = append(b, "id: "...)
+		b = append(b, pos...)
+		b = append(b, '\n')
+	}
+	b = append(b, '\n')
+	st.buf = b
+	if err := st.write(b); err != nil {
+		return err
+	}
+	if moved {
+		st.sent = pos
+	}
+	return nil
+}
+
+// close writes the last event, "close", whose data is the error envelope
+// saying why the stream ends.
+func (st *eventStream) close(status int, msg string) {
+	b := append(st.buf[:0], "event: close\ndata: "...)
+	b = append(b, errorBody(status, msg)...)
+	b = append(b, "\n\n"...)
+	st.write(b) // the stream ends whether this arrives or not
+}
+
+// write writes b and flushes it, under its own deadline: the server's
+// write timeout, set once per request, would cut the stream.
+func (st *eventStream) write(b []byte) error {
+	st.rc.SetWriteDeadline(time.Now().Add(st.s.streamOpts.WriteTimeout))
+	if _, err := st.w.Write(b); err != nil {
+		return err
+	}
+	return st.flush()
+}
+
+func (st *eventStream) flush() error {
+	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// dropped ends a stream whose write failed: a consumer too slow to take
+// it in time is counted; one that went away is not.
+func (st *eventStream) dropped(err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	st.s.changeMetrics.dropped.Inc(dropSlow)
+	return fmt.Errorf("server: change stream dropped: %w", err)
+}
+
+// ended ends a stream whose context ended: the token expired (a close
+// event says so), the server drains (nothing more is written), or the
+// client went away.
+func (st *eventStream) ended(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errTokenExpired):
+		st.s.changeMetrics.dropped.Inc(dropExpired)
+		st.close(http.StatusUnauthorized, msgStreamExpired)
+	case errors.Is(cause, errDraining):
+		st.s.changeMetrics.dropped.Inc(dropShutdown)
+	default:
+		return nil
+	}
+	return cause
+}
+
+// failed ends a stream whose read of the log failed, with a close event
+// in the terms of the answer a new request would get (410, 503).
+func (st *eventStream) failed(err error) error {
+	he := errorOf(st.s.changeLogError(err))
+	reason := dropUnavailable
+	if he.status == http.StatusGone {
+		reason = dropGone
+	}
+	st.s.changeMetrics.dropped.Inc(reason)
+	st.close(he.status, he.msg)
+	return he
+}
