@@ -106,6 +106,12 @@ type Config struct {
 	// answer (PRODAPI_READY_REQUIRES_BACKENDS); by default readiness is
 	// the replica's own.
 	ReadyRequiresBackends bool
+	// ChangesMaxStreams caps the /changes event streams open at once
+	// (PRODAPI_CHANGES_MAX_STREAMS); ChangesWriteTimeout bounds each write
+	// of a stream, and a long poll's answer, in place of WriteTimeout
+	// (PRODAPI_CHANGES_WRITE_TIMEOUT).
+	ChangesMaxStreams   int
+	ChangesWriteTimeout time.Duration
 
 	Tracing Tracing
 
@@ -272,6 +278,10 @@ const (
 	// About 20 KiB each when idle: 4096 hold some 80 MiB, well under a
 	// file-descriptor limit of 65536.
 	defaultMaxConns = 4096
+	// A stream holds a connection (of PRODAPI_MAX_CONNS) and a goroutine:
+	// a quarter of the default connections.
+	defaultChangesMaxStreams   = 1000
+	defaultChangesWriteTimeout = 10 * time.Second
 )
 
 // MinSecretLength is the length under which a shared secret draws a
@@ -348,6 +358,8 @@ func LoadFrom(e Env) (Config, error) {
 		MaxConns:          int(min(max(p.int("PRODAPI_MAX_CONNS", defaultMaxConns), 0), 1<<30)),
 
 		ReadyRequiresBackends: p.bool("PRODAPI_READY_REQUIRES_BACKENDS", false),
+		ChangesMaxStreams:     int(min(max(p.int("PRODAPI_CHANGES_MAX_STREAMS", defaultChangesMaxStreams), 0), 1<<30)),
+		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
@@ -391,6 +403,12 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.MaxConns < 1 {
 		p.errorf("PRODAPI_MAX_CONNS %d must be at least 1", c.MaxConns)
+	}
+	if c.ChangesMaxStreams < 1 {
+		p.errorf("PRODAPI_CHANGES_MAX_STREAMS %d must be at least 1", c.ChangesMaxStreams)
+	}
+	if c.ChangesWriteTimeout <= 0 {
+		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
 	}
 	if c.AuthLeeway > time.Minute {
 		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)

@@ -54,6 +54,8 @@ func TestDefaults(t *testing.T) {
 		{"MaxConns", c.MaxConns, 4096},
 		{"ShutdownDelay", c.ShutdownDelay, time.Duration(0)},
 		{"ReadyRequiresBackends", c.ReadyRequiresBackends, false},
+		{"ChangesMaxStreams", c.ChangesMaxStreams, 1000},
+		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -108,6 +110,7 @@ func TestOverrides(t *testing.T) {
 		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
+		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +123,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.MaxConns != 100 {
 		t.Errorf("MaxConns %d, want 100", c.MaxConns)
+	}
+	if c.ChangesMaxStreams != 20 || c.ChangesWriteTimeout != 2*time.Second {
+		t.Errorf("ChangesMaxStreams %d, ChangesWriteTimeout %s", c.ChangesMaxStreams, c.ChangesWriteTimeout)
 	}
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
@@ -144,13 +150,15 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"OBJSTORE_CONTAINER_NAME", "media", "PRODAPI_ASSET_URL_LIFETIME", "5m", "PRODAPI_MAX_CONNS", "0",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
+		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
 	))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
-		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS"} {
+		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

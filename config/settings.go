@@ -105,6 +105,8 @@ var settings = []Setting{
 	{Name: "OTEL_TRACES_SAMPLER_ARG", Help: "the ratio of the traceidratio samplers", Value: func(c Config) string { return strconv.FormatFloat(c.Tracing.SamplerRatio, 'g', -1, 64) }},
 	{Name: "OTEL_SDK_DISABLED", Help: "true turns tracing off whatever else is set", Value: func(c Config) string { return strconv.FormatBool(c.Tracing.Disabled) }},
 	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
+	{Name: "PRODAPI_CHANGES_MAX_STREAMS", Help: "/changes event streams open at once; beyond, a new one is refused (503); each holds a connection of PRODAPI_MAX_CONNS", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxStreams) }},
+	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 
 // testPrefixes name variables of ours that configure the test suites, not

@@ -273,26 +273,14 @@ func serve(ctx context.Context, e env, args []string) error {
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
+		Streams:            server.StreamOptions{Max: cfg.ChangesMaxStreams, WriteTimeout: cfg.ChangesWriteTimeout},
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
-	// net/http's own plain-text errors (malformed Host, oversized
-	// headers) leave in the error envelope.
 	ln = limit.listener(server.Listener(ln))
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ConnState:         limit.connState,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		// Read more than our limit, so the handler answers oversized
-		// headers (431) and request lines (414) in the envelope.
-		MaxHeaderBytes: server.NetHTTPMaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	hs := apiServer(cfg, srv, limit, logger)
 	var ahs *http.Server
 	adminServed := make(chan error, 1)
 	if cfg.AdminAddr != "" {
@@ -377,6 +365,29 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	logger.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// apiServer is the http.Server of the API, srv's handler, on a listener
+// made by limit.listener(server.Listener(ln)): net/http's own plain-text
+// errors (malformed Host, oversized headers) leave in the error
+// envelope, and connections count against PRODAPI_MAX_CONNS.
+func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger *slog.Logger) *http.Server {
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ConnState:         limit.connState,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		// Read more than our limit, so the handler answers oversized
+		// headers (431) and request lines (414) in the envelope.
+		MaxHeaderBytes: server.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	// Change streams and long polls end at once on Shutdown, which
+	// would otherwise wait for them.
+	hs.RegisterOnShutdown(srv.EndStreams)
+	return hs
 }
 
 // greet prints, in sandbox mode, a ready token and a curl line.
