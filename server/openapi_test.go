@@ -333,8 +333,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	ops := d.operations()
-	if len(ops) != 21 {
-		t.Errorf("%d operations, want 21 (home, 9 lists, 9 details, assets, openapi.json)", len(ops))
+	if len(ops) != 22 {
+		t.Errorf("%d operations, want 22 (home, 9 lists, 9 details, assets, openapi.json, changes)", len(ops))
 	}
 	for _, o := range ops {
 		where := o.method + " " + o.path
@@ -774,7 +774,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		documented[oaShape(p)] = p
 	}
-	h := server.New(nil, server.Options{}).Handler()
+	h := server.New(nil, server.Options{Changes: server.NewTestChangeLog()}).Handler()
 	routes, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("Handler returns %T, not a chi router", h)
@@ -823,7 +823,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 // (414, middleware), authentication (401; 403 where a scope is needed),
 // query.Parse (400), the renderer (404 for a missing detail), errorOf
 // (500, 503, 504), conditional requests (304), and for media
-// http.ServeContent (206, 416) and object storage (302). 405 is answered
+// http.ServeContent (206, 416) and object storage (302), and for /changes
+// the change log (410; 503 when it fails or streams are full). 405 is answered
 // on every path for every other method, described once as a component.
 func TestOpenAPIStatuses(t *testing.T) {
 	d := loadOpenAPI(t)
@@ -831,6 +832,7 @@ func TestOpenAPIStatuses(t *testing.T) {
 		"getHome":    {"200", "304", "401", "414", "500"},
 		"getAsset":   {"200", "206", "302", "304", "401", "403", "404", "414", "416", "500", "503", "504"},
 		"getOpenAPI": {"200", "304", "414"},
+		"getChanges": {"200", "400", "401", "403", "410", "414", "500", "503"},
 	}
 	for _, r := range oaResources {
 		want[r.list] = []string{"200", "304", "400", "401", "403", "414", "500", "503", "504"}
@@ -900,9 +902,10 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		load = c
 	}
 	srv := server.New(load, server.Options{
-		Auth:   server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
-		Assets: oaAssets{store: store, err: failure},
-		Now:    oaNow,
+		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
+		Assets:  oaAssets{store: store, err: failure},
+		Now:     oaNow,
+		Changes: server.NewTestChangeLog(),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -1296,6 +1299,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		run("asset, "+f.name, asset, "Authorization", archive)
 	}
 
+	exchanges = append(exchanges, oaChangesExchanges(t, d)...)
 	exercised := map[string]bool{}
 	for _, x := range exchanges {
 		if key := d.check(t, x); key != "" {
