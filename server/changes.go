@@ -311,9 +311,21 @@ func (p *changeParams) narrow(c *Claims, allowed []*sources.Resource) error {
 }
 
 // visible keeps the entries of the resources read. The log filters
-// already; this makes sure that no other resource ever leaves.
+// already; this makes sure that no other resource ever leaves. The
+// log's slice is never written to: it may be the log's own memory.
 func (p *changeParams) visible(entries []sources.LogEntry) []sources.LogEntry {
-	return slices.DeleteFunc(entries, func(e sources.LogEntry) bool { return !slices.Contains(p.names, e.Resource) })
+	for i, e := range entries {
+		if !slices.Contains(p.names, e.Resource) {
+			kept := slices.Clone(entries[:i])
+			for _, e := range entries[i+1:] {
+				if slices.Contains(p.names, e.Resource) {
+					kept = append(kept, e)
+				}
+			}
+			return kept
+		}
+	}
+	return entries
 }
 
 // wantsEvents reports whether Accept asks for text/event-stream rather

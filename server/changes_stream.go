@@ -94,13 +94,14 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 	defer cancel(nil)
 	leave, err := s.waiters.join(cancel, true)
 	if err != nil {
-		s.changeMetrics.refused.Inc()
-		return &httpError{status: http.StatusServiceUnavailable, msg: msgTooManyStreams, err: err,
-			header: http.Header{"Retry-After": {"5"}}}
+		return s.refuseStream(err)
 	}
 	defer leave()
 	// The first read answers in the envelope when it fails (410, 503).
 	entries, next, err := s.changes.Read(ctx, p.since, p.names, p.max)
+	if errors.Is(context.Cause(ctx), errDraining) {
+		return s.refuseStream(errDraining)
+	}
 	if err != nil {
 		return s.changeLogError(err)
 	}
@@ -130,6 +131,14 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 		info.err = err
 	}
 	return nil
+}
+
+// refuseStream is the 503 of a stream that cannot open: the server holds
+// as many as it may (errStreamLimit), or drains (errDraining).
+func (s *Server) refuseStream(why error) error {
+	s.changeMetrics.refused.Inc()
+	return &httpError{status: http.StatusServiceUnavailable, msg: msgTooManyStreams, err: why,
+		header: http.Header{"Retry-After": {"5"}}}
 }
 
 // An eventStream writes one stream's events.

@@ -725,3 +725,29 @@ func TestChangesSlowConsumer(t *testing.T) {
 		t.Errorf("prodapi_changes_streams %v after the drop", got)
 	}
 }
+
+// leakyLog ignores the resources it is given, as a defective log would.
+type leakyLog struct{ *TestChangeLog }
+
+func (l leakyLog) Read(ctx context.Context, since string, _ []string, max int) ([]sources.LogEntry, string, error) {
+	return l.TestChangeLog.Read(ctx, since, resourceNames(sources.Resources()), max)
+}
+
+// Whatever the log returns, no resource outside the request's leaves, and
+// the log's own slice is left as it was.
+func TestChangesNeverLeak(t *testing.T) {
+	log := NewTestChangeLog()
+	log.Append("items", "a", sources.OpUpdate, changeAt)
+	log.Append("desks", "d", sources.OpUpdate, changeAt)
+	log.Append("users", "u", sources.OpUpdate, changeAt)
+	cs := newChangesServer(t, func(o *Options) { o.Changes = leakyLog{log} })
+	_, p := cs.get(t, "", token(t, sources.ScopeDesks))
+	if diff := cmp.Diff([]string{"desks/d"}, ids(p)); diff != "" {
+		t.Errorf("served (-want +got):\n%s", diff)
+	}
+	entries, _, _ := log.Read(context.Background(), "", []string{"items", "desks", "users"}, 10)
+	p2 := &changeParams{names: []string{"desks"}}
+	if got := p2.visible(entries); len(got) != 1 || entries[0].Resource != "items" || entries[2].Resource != "users" {
+		t.Errorf("visible: %v, and the log's slice became %v", got, entries)
+	}
+}

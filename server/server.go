@@ -1,7 +1,10 @@
 // Package server serves the /prodapi/v1 API over HTTP: routing, token
 // checks, parameter validation (server/query), and writing the
 // representations a Loader (the cache, in front of the Renderer)
-// produces. It never imports a backend driver or adapter.
+// produces. It also serves /changes, the fleet's change log (a
+// ChangeLog the cache keeps), pulled as JSON pages and long polls or
+// pushed as Server-Sent Events (changes.go, changes_stream.go). It never
+// imports a backend driver or adapter.
 package server
 
 import (
