@@ -333,22 +333,14 @@ func (p *changeParams) visible(entries []sources.LogEntry) []sources.LogEntry {
 // when both are named. */* alone means JSON.
 func wantsEvents(r *http.Request) bool {
 	events, json := -1.0, -1.0
-	for _, v := range r.Header["Accept"] {
-		for part := range strings.SplitSeq(v, ",") {
-			mt, params, _ := strings.Cut(part, ";")
-			mt = strings.TrimSpace(mt)
-			q, ok := qValue(params)
-			if !ok {
-				continue
-			}
-			switch {
-			case strings.EqualFold(mt, "text/event-stream"):
-				events = max(events, q)
-			case strings.EqualFold(mt, "application/json"):
-				json = max(json, q)
-			}
+	eachWeighted(r.Header["Accept"], func(mt string, q float64) {
+		switch {
+		case strings.EqualFold(mt, "text/event-stream"):
+			events = max(events, q)
+		case strings.EqualFold(mt, "application/json"):
+			json = max(json, q)
 		}
-	}
+	})
 	return events > 0 && events >= json
 }
 

@@ -157,26 +157,32 @@ func matchesETag(header, etag string) bool {
 // does not parse is ignored.
 func acceptsGzip(r *http.Request) bool {
 	gzipQ, starQ := -1.0, -1.0
-	for _, v := range r.Header["Accept-Encoding"] {
-		for part := range strings.SplitSeq(v, ",") {
-			coding, params, _ := strings.Cut(part, ";")
-			coding = strings.TrimSpace(coding)
-			q, ok := qValue(params)
-			if !ok {
-				continue
-			}
-			switch {
-			case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
-				gzipQ = max(gzipQ, q)
-			case coding == "*":
-				starQ = max(starQ, q)
-			}
+	eachWeighted(r.Header["Accept-Encoding"], func(coding string, q float64) {
+		switch {
+		case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
+			gzipQ = max(gzipQ, q)
+		case coding == "*":
+			starQ = max(starQ, q)
 		}
-	}
+	})
 	if gzipQ >= 0 {
 		return gzipQ > 0
 	}
 	return starQ > 0
+}
+
+// eachWeighted calls f with each element of a header's comma-separated
+// list of weighted names (Accept, Accept-Encoding): the name, trimmed,
+// and its q. Elements whose q does not parse are skipped.
+func eachWeighted(values []string, f func(name string, q float64)) {
+	for _, v := range values {
+		for part := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(part, ";")
+			if q, ok := qValue(params); ok {
+				f(strings.TrimSpace(name), q)
+			}
+		}
+	}
 }
 
 // qValue returns the weight among an Accept-Encoding element's
