@@ -119,7 +119,7 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold events back
 	st := &eventStream{s: s, w: w, rc: http.NewResponseController(w), p: p, sent: p.since}
 	w.WriteHeader(http.StatusOK)
-	err = st.flush()
+	err = st.write(nil)
 	if err != nil {
 		err = st.dropped(err)
 	} else {
@@ -280,6 +280,7 @@ func (st *eventStream) write(b []byte) error {
 	return st.flush()
 }
 
+// flush sends what is written, under the deadline write set.
 func (st *eventStream) flush() error {
 	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
