@@ -2,6 +2,7 @@ package mongo_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -69,6 +70,17 @@ func TestPoll(t *testing.T) {
 	testPoll(t, e.store, t0)
 	if n := e.queries.Value(mongosrc.Backend, "desks", "poll"); n == 0 {
 		t.Error("polls not counted as op poll")
+	}
+}
+
+// FerretDB has no change streams: a watch says so, and the feed polls.
+func TestFerretDBWatchHasNoChangeStreams(t *testing.T) {
+	client, _ := ferretDB(t)
+	db := scratchDatabase(t, client, "prodapi_watch")
+	err := mongosrc.New(db, mongosrc.Options{}).Watch(context.Background(), []string{"desks"}, nil,
+		func(sources.Change, []byte) error { return nil })
+	if !errors.Is(err, mongosrc.ErrNoChangeStreams) {
+		t.Errorf("a watch on FerretDB: %v, want ErrNoChangeStreams", err)
 	}
 }
 

@@ -32,6 +32,10 @@ var (
 		59:    true, // CommandNotFound
 		40324: true, // Unrecognized pipeline stage (FerretDB v1)
 		115:   true, // CommandNotSupported
+		// FailedToParse: FerretDB v1 reads a database's aggregate
+		// ({aggregate: 1}), which MongoDB has taken since 4.0, as a
+		// malformed command.
+		9: true,
 	}
 	historyLostCodes = map[int32]bool{
 		286: true, // ChangeStreamHistoryLost
