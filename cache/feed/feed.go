@@ -85,8 +85,11 @@ type Options struct {
 	// DefaultPollEvery.
 	Poller    Poller
 	PollEvery time.Duration
-	Metrics   *metrics.Metrics // nil: none
-	Logger    *slog.Logger     // nil: discard
+	// Now is the clock the poll caps its watermarks with; nil means
+	// time.Now.
+	Now     func() time.Time
+	Metrics *metrics.Metrics // nil: none
+	Logger  *slog.Logger     // nil: discard
 }
 
 // DefaultLeaseTTL is the lease's lifetime: the longest a dead watcher's
@@ -148,6 +151,9 @@ func New(src Source, coord Coordinator, apply Applier, opts Options) *Feed {
 	}
 	if opts.PollEvery <= 0 {
 		opts.PollEvery = DefaultPollEvery
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	f := &Feed{src: src, coord: coord, apply: apply, opts: opts, log: opts.Logger, status: StatusStarting}
 	if f.log == nil {

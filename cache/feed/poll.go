@@ -38,7 +38,11 @@ const DefaultPollEvery = time.Second
 //     already (Superdesk stamps _updated before it writes, so two
 //     writers may commit out of order) is found within the overlap;
 //   - a document written twice in one second is reported twice when
-//     its _etag changed, once when it has none.
+//     its _etag changed, once when it has none;
+//   - a watermark never passes the poller's clock: a document stamped
+//     in the future (a clock ahead, imported data) would otherwise hide
+//     every write made before its time. It is remembered, and found
+//     again by every poll until the watermark reaches it.
 //
 // The watermarks and what they remember are saved with the feed's
 // resume token after each poll that reported something, once the
@@ -146,9 +150,9 @@ func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll s
 		if err != nil {
 			return err
 		}
-		st = &pollState{Mark: latest, Seen: map[string]seenDoc{}}
+		st = &pollState{Mark: f.capped(latest), Seen: map[string]seenDoc{}}
 		// What is there now is the starting point, not news.
-		stamps, err := f.opts.Poller.Poll(ctx, coll, latest.Add(-pollOverlap), pollMaxBatch)
+		stamps, err := f.opts.Poller.Poll(ctx, coll, st.Mark.Add(-pollOverlap), pollMaxBatch)
 		if err != nil {
 			return err
 		}
@@ -223,7 +227,7 @@ func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, col
 	if err := f.report(ctx, changes); err != nil {
 		return err
 	}
-	st.Mark = mark
+	st.Mark = f.capped(mark)
 	for _, ch := range changes {
 		st.Seen[ch.ID] = seenDoc{Version: ch.Version, Updated: ch.At}
 	}
@@ -261,6 +265,14 @@ func (f *Feed) report(ctx context.Context, changes []sources.Change) error {
 		return fmt.Errorf("feed: appending what the poll found: %w", err)
 	}
 	return nil
+}
+
+// capped is t, or the poller's clock's second when t is later.
+func (f *Feed) capped(t time.Time) time.Time {
+	if now := f.opts.Now().Truncate(time.Second); t.After(now) {
+		return now
+	}
+	return t
 }
 
 // stampVersion is a polled document's version: its _etag, else its

@@ -301,3 +301,50 @@ func TestPollCrowdedSeconds(t *testing.T) {
 	add(600, 5*time.Second) // starts in it again: it must read further, not loop
 	eventually(t, "the seconds that start batches alike", func() bool { return len(log.got()) == 4902 })
 }
+
+// A document stamped in the future does not hold the watermark there:
+// writes made before its time are reported, and it is not reported
+// again.
+func TestPollFutureStamps(t *testing.T) {
+	var mu sync.Mutex
+	docs := []sources.Stamp{{ID: "future", Updated: t0.Add(time.Hour), Version: "f"}}
+	p := pollerFunc{
+		poll: func(coll string, since time.Time, limit int) []sources.Stamp {
+			mu.Lock()
+			defer mu.Unlock()
+			var out []sources.Stamp
+			for _, d := range docs {
+				if coll == "desks" && !d.Updated.Before(since) && len(out) < limit {
+					out = append(out, d)
+				}
+			}
+			slices.SortFunc(out, func(a, b sources.Stamp) int { return a.Updated.Compare(b.Updated) })
+			return out
+		},
+		latest: func(coll string) time.Time {
+			if coll == "desks" {
+				return t0.Add(time.Hour)
+			}
+			return time.Time{}
+		},
+	}
+	log := &logRecorder{}
+	f := feed.New(standalone{}, redistier.New(nil, redistier.Options{}), &recorder{}, feed.Options{
+		Unsupported: func(err error) bool { return errors.Is(err, errStandalone) },
+		HistoryLost: func(error) bool { return false },
+		Log:         log, Poller: p, PollEvery: time.Millisecond,
+		Now: func() time.Time { return t0.Add(10 * time.Second) },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+	mu.Lock()
+	docs = append(docs, sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
+	mu.Unlock()
+	eventually(t, "the write stamped now", func() bool { return log.count("poll update desks/now") == 1 })
+	if log.count("poll update desks/future") != 0 {
+		t.Errorf("the future document was reported: %v", log.got())
+	}
+}
