@@ -112,6 +112,14 @@ type Config struct {
 	// (PRODAPI_CHANGES_WRITE_TIMEOUT).
 	ChangesMaxStreams   int
 	ChangesWriteTimeout time.Duration
+	// ChangesRetain is how long the change log keeps its entries
+	// (PRODAPI_CHANGES_RETAIN): a client may resume that long after it
+	// stopped reading.
+	ChangesRetain time.Duration
+	// FeedPoll is how often the feed's holder polls each collection's
+	// _updated where the database has no change streams
+	// (PRODAPI_FEED_POLL).
+	FeedPoll time.Duration
 
 	Tracing Tracing
 
@@ -282,6 +290,8 @@ const (
 	// a quarter of the default connections.
 	defaultChangesMaxStreams   = 1000
 	defaultChangesWriteTimeout = 10 * time.Second
+	defaultChangesRetain       = 24 * time.Hour
+	defaultFeedPoll            = time.Second
 )
 
 // MinSecretLength is the length under which a shared secret draws a
@@ -360,6 +370,8 @@ func LoadFrom(e Env) (Config, error) {
 		ReadyRequiresBackends: p.bool("PRODAPI_READY_REQUIRES_BACKENDS", false),
 		ChangesMaxStreams:     int(min(max(p.int("PRODAPI_CHANGES_MAX_STREAMS", defaultChangesMaxStreams), 0), 1<<30)),
 		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
+		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
+		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
@@ -409,6 +421,12 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.ChangesWriteTimeout <= 0 {
 		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
+	}
+	if c.ChangesRetain < time.Minute {
+		p.errorf("PRODAPI_CHANGES_RETAIN %s must be at least 1m: a client resumes within it", c.ChangesRetain)
+	}
+	if c.FeedPoll < 10*time.Millisecond {
+		p.errorf("PRODAPI_FEED_POLL %s must be at least 10ms: each poll queries every collection", c.FeedPoll)
 	}
 	if c.AuthLeeway > time.Minute {
 		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)

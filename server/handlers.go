@@ -219,16 +219,22 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // Every check is probed at once, each under a second; the body names
 // each one's state, never an error's text: {"status": "ready" (all
 // pass), "degraded" (some fail), "unavailable" (no backend, when that
-// decides) or "draining", "checks": {...}}. Each probe also sets
+// decides) or "draining", "checks": {...}}, and "notes": {...} when a
+// check has something to say (Check.Note). Each probe also sets
 // prodapi_check_up{check}.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	states := s.probe(ctx)
-	checks := sources.NewDoc()
+	checks, notes := sources.NewDoc(), sources.NewDoc()
 	critical, up, allUp := 0, 0, true
 	for i, c := range s.checks {
 		checks.Set(c.Name, states[i])
+		if c.Note != nil {
+			if n := c.Note(); n != "" {
+				notes.Set(c.Name, n)
+			}
+		}
 		if states[i] != "ok" {
 			allUp = false
 		}
@@ -248,7 +254,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	case !allUp:
 		status = "degraded"
 	}
-	body := codec.AppendJSON(nil, sources.D("status", status, "checks", checks))
+	doc := sources.D("status", status, "checks", checks)
+	if notes.Len() > 0 {
+		doc.Set("notes", notes)
+	}
+	body := codec.AppendJSON(nil, doc)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)

@@ -92,6 +92,10 @@ type Check struct {
 	// are none).
 	Critical bool
 	Probe    func(ctx context.Context) error
+	// Note, when set, says something operators should know about the
+	// dependency however it answers (the change feed polls, so deletions
+	// are not seen); /readyz shows it under "notes" when not empty.
+	Note func() string
 }
 
 // A Loader produces the representation of a query: the cache, in front

@@ -448,7 +448,7 @@ func TestReady(t *testing.T) {
 	up := func(context.Context) error { return nil }
 	down := func(context.Context) error { return fmt.Errorf("x: %w", sources.ErrUnavailable) }
 	slow := func(context.Context) error { return fmt.Errorf("x: %w", sources.ErrTimeout) }
-	allDown := []Check{{"mongo", true, down}, {"elastic", true, slow}, {"redis", false, up}}
+	allDown := []Check{{Name: "mongo", Critical: true, Probe: down}, {Name: "elastic", Critical: true, Probe: slow}, {Name: "redis", Critical: false, Probe: up}}
 	for _, tc := range []struct {
 		name            string
 		checks          []Check
@@ -460,19 +460,24 @@ func TestReady(t *testing.T) {
 		notProbed       bool
 	}{
 		{name: "none", status: 200, body: `{"status":"ready","checks":{}}`, notProbed: true},
-		{name: "all up", checks: []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, status: 200,
+		{name: "all up", checks: []Check{{Name: "mongo", Critical: true, Probe: up}, {Name: "elastic", Critical: true, Probe: up}, {Name: "redis", Critical: false, Probe: up}}, status: 200,
 			body: `{"status":"ready","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`, up0: 1, up1: 1, up2: 1},
-		{name: "redis down", checks: []Check{{"sandbox", true, up}, {"redis", false, down}}, status: 200,
+		{name: "redis down", checks: []Check{{Name: "sandbox", Critical: true, Probe: up}, {Name: "redis", Critical: false, Probe: down}}, status: 200,
 			body: `{"status":"degraded","checks":{"sandbox":"ok","redis":"unavailable"}}`, up0: 1},
-		{name: "one platform source down", checks: []Check{{"mongo", true, down}, {"elastic", true, up}}, status: 200,
+		{name: "one platform source down", checks: []Check{{Name: "mongo", Critical: true, Probe: down}, {Name: "elastic", Critical: true, Probe: up}}, status: 200,
 			body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`, up1: 1},
 		{name: "every backend down: still ready", checks: allDown, status: 200,
 			body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"timeout","redis":"ok"}}`, up2: 1},
 		{name: "every backend down, readiness requiring them", checks: allDown, requireBackends: true, status: 503,
 			body: `{"status":"unavailable","checks":{"mongo":"unavailable","elastic":"timeout","redis":"ok"}}`, up2: 1},
-		{name: "one backend up, readiness requiring them", checks: []Check{{"mongo", true, down}, {"elastic", true, up}},
+		{name: "one backend up, readiness requiring them", checks: []Check{{Name: "mongo", Critical: true, Probe: down}, {Name: "elastic", Critical: true, Probe: up}},
 			requireBackends: true, status: 200, body: `{"status":"degraded","checks":{"mongo":"unavailable","elastic":"ok"}}`, up1: 1},
-		{name: "draining", checks: []Check{{"mongo", true, up}, {"elastic", true, up}, {"redis", false, up}}, drain: true, status: 503,
+		{name: "a note", checks: []Check{{Name: "sandbox", Critical: true, Probe: up},
+			{Name: "change_feed", Probe: up, Note: func() string { return "polls: deletions are not seen" }},
+			{Name: "redis", Probe: up, Note: func() string { return "" }}}, status: 200,
+			body: `{"status":"ready","checks":{"sandbox":"ok","change_feed":"ok","redis":"ok"},"notes":{"change_feed":"polls: deletions are not seen"}}`,
+			up0:  1, up1: 1, up2: 1},
+		{name: "draining", checks: []Check{{Name: "mongo", Critical: true, Probe: up}, {Name: "elastic", Critical: true, Probe: up}, {Name: "redis", Critical: false, Probe: up}}, drain: true, status: 503,
 			body: `{"status":"draining","checks":{"mongo":"ok","elastic":"ok","redis":"ok"}}`, up0: 1, up1: 1, up2: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

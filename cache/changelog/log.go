@@ -31,8 +31,8 @@ type Options struct {
 	// Retain is how long entries are kept (PRODAPI_CHANGES_RETAIN); 0
 	// means DefaultRetain.
 	Retain time.Duration
-	// MaxEntries caps the entries kept, whatever their age
-	// (PRODAPI_CHANGES_MAX_ENTRIES); 0 means DefaultMaxEntries.
+	// MaxEntries caps the entries kept, whatever their age; 0 means
+	// DefaultMaxEntries.
 	MaxEntries int
 	// Tail is how many of the newest entries each replica holds in memory
 	// in front of Redis, to serve recent positions without a round trip;

@@ -16,7 +16,7 @@ const (
 // at 0 from the start.
 var sourceOps = map[string][]string{
 	SourceStream:  {sources.OpInsert, sources.OpUpdate, sources.OpReplace, sources.OpDelete, sources.OpFlush},
-	SourcePoll:    {sources.OpUpdate},
+	SourcePoll:    {sources.OpUpdate, sources.OpFlush},
 	SourceSandbox: {sources.OpInsert, sources.OpUpdate, sources.OpDelete},
 }
 
@@ -46,7 +46,7 @@ func newSeries(m *metrics.Metrics) *series {
 			"Appends to the change log that failed (Redis unreachable or erring), by source; the change stream and the poll retry them.",
 			"source"),
 		trimmed: m.Counter("prodapi_changes_trimmed_total",
-			"Entries this replica's appends trimmed from the change log, past PRODAPI_CHANGES_RETAIN or PRODAPI_CHANGES_MAX_ENTRIES."),
+			"Entries this replica's appends trimmed from the change log, past PRODAPI_CHANGES_RETAIN or the cap on entries."),
 		length: m.Gauge("prodapi_changes_log_entries",
 			"Entries the change log keeps, as this replica last saw."),
 		lag: m.Gauge("prodapi_changes_follower_lag_seconds",
