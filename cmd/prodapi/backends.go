@@ -45,6 +45,9 @@ type backends struct {
 	// stream, when set, is the database's change stream, which one
 	// replica of the fleet watches (package feed).
 	stream feed.Source
+	// poller, when set, stands in for stream where the database has no
+	// change streams.
+	poller feed.Poller
 
 	// The platform's adapters, for `prodapi check`; nil on the sandbox
 	// (and media, without object storage).
@@ -107,7 +110,7 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 		{Name: "mongo", Critical: true, Probe: docs.Ping},
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
-	b.stream = docs
+	b.stream, b.poller = docs, docs
 	b.mongo, b.elastic = docs, search
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
+
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
+	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/sourcestest"
 	"github.com/prodapi/prodapi/test/realserver"
 )
@@ -116,4 +122,104 @@ func seedPlatform(t *testing.T, targets string, env []string) {
 		t.Fatalf("prodapi-seed: %v\n%s", err, out)
 	}
 	t.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRealPollFallback: over FerretDB, which has no change streams, the
+// feed's holder polls _updated. /readyz says that deletions are not
+// seen; a desk written in the database reaches /changes as an update,
+// and the cache serves the new desk long before its TTL (an hour).
+func TestRealPollFallback(t *testing.T) {
+	ferret := servers.FerretDB(t)
+	es := servers.Elastic(t)
+	rs := realserver.StartRedis(t, 0)
+	uri := strings.TrimSuffix(ferret.URI, "/") + "/superdesk_poll"
+	env := []string{
+		"MONGO_URI", uri,
+		"ELASTICSEARCH_URL", es.URL,
+		"ELASTICSEARCH_INDEX", "superdesk_poll",
+	}
+	seedPlatform(t, "mongo,elastic", env)
+	in := start(t, append([]string{"PRODAPI_SANDBOX", "", "REDIS_URL", rs.URL(), "PRODAPI_CACHE_TTL", "1h",
+		"PRODAPI_FEED_POLL", "100ms"}, env...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			_, _, m := in.get(t, "/metrics", "")
+			for line := range strings.SplitSeq(string(m), "\n") {
+				if !strings.HasPrefix(line, "#") && (strings.Contains(line, "changes_") || strings.Contains(line, "feed_") || strings.Contains(line, "poll")) {
+					t.Log(line)
+				}
+			}
+			for line := range strings.SplitSeq(in.stderr.String(), "\n") {
+				if strings.Contains(line, "feed") || strings.Contains(line, "change") {
+					t.Log(line)
+				}
+			}
+		}
+	})
+	eventually(t, "/readyz to say the feed polls", func() bool {
+		_, _, body := in.get(t, "/readyz", "")
+		var ready struct{ Notes map[string]string }
+		return json.Unmarshal(body, &ready) == nil && strings.Contains(ready.Notes["change_feed"], "deletions do not")
+	})
+	auth := bearer(t, devSecret, "DESKS_READ")
+	const id = "67c42d4c957184d45484e656"
+	desk := "/prodapi/v1/desks/" + id
+	for range 2 {
+		if status, _, body := in.get(t, desk, auth); status != 200 || strings.Contains(string(body), "Polled desk") {
+			t.Fatalf("the desk: %d %.200s", status, body)
+		}
+	}
+	if _, h, _ := in.get(t, desk, auth); !strings.Contains(h.Get("Cache-Status"), "; hit") {
+		t.Fatalf("Cache-Status %q, want a hit", h.Get("Cache-Status"))
+	}
+	_, _, body := in.get(t, "/prodapi/v1/changes?since=now", auth)
+	var page changesPage
+	if err := json.Unmarshal(body, &page); err != nil || page.Meta.Since == "" {
+		t.Fatalf("since=now: %s", body)
+	}
+
+	// The poll's first round takes what is there as its starting point;
+	// a write after its second round is news.
+	polls := `prodapi_source_queries_total{backend="mongo",op="poll",resource="desks"}`
+	first := in.metric(t, polls)
+	eventually(t, "two more polls of desks", func() bool { return in.metric(t, polls) >= first+3 })
+
+	client, err := mongodriver.Connect(mongosrc.ClientOptions(uri, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	res, err := client.Database("superdesk_poll").Collection("desks").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: oid}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "name", Value: "Polled desk"}, {Key: "_updated", Value: written.UTC().Truncate(time.Second)},
+			{Key: "_etag", Value: "polled"}}}})
+	if err != nil || res.MatchedCount != 1 {
+		t.Fatalf("updating the desk: %v %+v", err, res)
+	}
+	since := page.Meta.Since
+	var arrived time.Time
+	eventually(t, "the update in /changes", func() bool {
+		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(since), auth)
+		var p changesPage
+		if json.Unmarshal(body, &p) != nil {
+			return false
+		}
+		since = p.Meta.Since
+		for _, e := range p.Items {
+			if e.Resource == "desks" && e.DocID == id && e.Op == "update" {
+				arrived = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("from the write to its entry in /changes: %s (PRODAPI_FEED_POLL=100ms)", arrived.Sub(written).Round(time.Millisecond))
+	eventually(t, "the cache to serve the new desk", func() bool {
+		_, _, body := in.get(t, desk, auth)
+		return strings.Contains(string(body), "Polled desk")
+	})
 }

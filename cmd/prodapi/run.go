@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/cache"
+	"github.com/prodapi/prodapi/cache/changelog"
 	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/config"
@@ -190,14 +191,13 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// While the database's change feed runs, entries are obsoleted as
+	// While the database's change stream runs, entries are obsoleted as
 	// their documents change: they may live long (config.Cache.FeedTTL).
+	// A poll does not see deletions: the TTLs stay.
 	var running atomic.Pointer[feed.Feed]
 	ttl := func(resource string, detail bool) time.Duration {
-		if f := running.Load(); f != nil {
-			if st := f.Status(); st == feed.StatusWatching || st == feed.StatusFollowing {
-				return cfg.Cache.FeedTTL(resource, detail)
-			}
+		if f := running.Load(); f != nil && streamed(f) {
+			return cfg.Cache.FeedTTL(resource, detail)
 		}
 		return cfg.Cache.TTL(resource, detail)
 	}
@@ -216,12 +216,24 @@ func serve(ctx context.Context, e env, args []string) error {
 		Logger:      logger,
 		Tracer:      tracer,
 	})
+	// The fleet's change log, served at /changes: the Redis stream every
+	// replica follows, or this replica's ring without Redis.
+	var stream changelog.Stream
+	if rdb != nil {
+		stream = tier
+	}
+	changes := changelog.New(stream, changelog.Options{Retain: cfg.ChangesRetain, Metrics: registry, Logger: logger})
 	if b.feed != nil {
 		// Ends when ctx does or the backends close (after the server).
+		// Every replica watches the sandbox and appends what it saw: the
+		// log keeps the first report of each version.
 		go func() {
-			err := b.feed(ctx, func(ctx context.Context, changes []sources.Change) {
-				if err := c.Apply(ctx, changes); err != nil {
-					logger.Warn("change feed: invalidation incomplete", "changes", len(changes), "error", err)
+			err := b.feed(ctx, func(ctx context.Context, cs []sources.Change) {
+				if err := c.Apply(ctx, cs); err != nil {
+					logger.Warn("change feed: invalidation incomplete", "changes", len(cs), "error", err)
+				}
+				if err := changes.Append(ctx, changelog.SourceSandbox, cs); err != nil {
+					logger.Warn("change feed: not in the change log (the other replicas' watchers may append them)", "changes", len(cs), "error", err)
 				}
 			})
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -234,12 +246,15 @@ func serve(ctx context.Context, e env, args []string) error {
 		f := feed.New(b.stream, tier, c, feed.Options{
 			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
 			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+			Log:         changes,
+			Poller:      b.poller,
+			PollEvery:   cfg.FeedPoll,
 			Metrics:     registry,
 			Logger:      logger,
 		})
 		running.Store(f)
 		// Ends when ctx does, or at once on a server without change
-		// streams.
+		// streams and without a poller.
 		go func() {
 			if err := f.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				logger.Error("change feed stopped", "error", err)
@@ -248,11 +263,16 @@ func serve(ctx context.Context, e env, args []string) error {
 		checks = append(slices.Clone(checks), server.Check{Name: "change_feed", Probe: func(context.Context) error {
 			switch f.Status() {
 			case feed.StatusUnsupported:
-				return errors.New("the database has no change streams (not a replica set, or FerretDB v1): entries refresh by TTL only")
+				return errors.New("the database has no change streams (not a replica set, or FerretDB): entries refresh by TTL only")
 			case feed.StatusRetrying:
-				return errors.New("the change stream failed; retrying")
+				return errors.New("the change stream or the poll failed; retrying")
 			}
 			return nil
+		}, Note: func() string {
+			if f.Mode() == feed.ModePoll {
+				return noteFeedPolls
+			}
+			return ""
 		}})
 	}
 	var assets sources.AssetStore
@@ -274,6 +294,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
 		Streams:            server.StreamOptions{Max: cfg.ChangesMaxStreams, WriteTimeout: cfg.ChangesWriteTimeout},
+		Changes:            changes,
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 	})
@@ -360,11 +381,27 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err := c.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
+	if err := changes.Close(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing the change log: %w", err))
+	}
 	if err := tier.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
 	logger.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// noteFeedPolls is /readyz's note while the fleet's feed polls.
+const noteFeedPolls = "the database has no change streams: the feed polls _updated, so updates and insertions reach the cache and /changes, deletions do not"
+
+// streamed reports whether the fleet's feed follows a change stream,
+// which obsoletes entries as their documents change, deletions too.
+func streamed(f *feed.Feed) bool {
+	switch f.Status() {
+	case feed.StatusWatching, feed.StatusFollowing:
+		return f.Mode() != feed.ModePoll
+	}
+	return false
 }
 
 // apiServer is the http.Server of the API, srv's handler, on a listener
