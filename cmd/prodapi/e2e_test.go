@@ -55,7 +55,7 @@ type instance struct {
 
 // start runs the whole program in-process on 127.0.0.1:0 with the given
 // environment (on top of a sandbox and a secret) and stops it at cleanup.
-func start(t *testing.T, kv ...string) *instance {
+func start(t testing.TB, kv ...string) *instance {
 	t.Helper()
 	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -164,7 +164,7 @@ func (in *instance) sourceQueries(t *testing.T) float64 {
 	return total
 }
 
-func bearer(t *testing.T, secret string, scopes ...string) string {
+func bearer(t testing.TB, secret string, scopes ...string) string {
 	t.Helper()
 	tok, err := server.MintToken([]byte(secret), "e2e", scopes, time.Hour, time.Now())
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,26 @@ func TestRealPollFallback(t *testing.T) {
 		return false
 	})
 	t.Logf("from the write to its entry in /changes: %s (PRODAPI_FEED_POLL=100ms)", arrived.Sub(written).Round(time.Millisecond))
+	// What a poll costs, per collection (the sample's sizes, no index on
+	// _updated): the mean time of its query.
+	_, _, m := in.get(t, "/metrics", "")
+	sums, counts := map[string]float64{}, map[string]float64{}
+	for line := range strings.SplitSeq(string(m), "\n") {
+		for name, into := range map[string]map[string]float64{"sum": sums, "count": counts} {
+			rest, ok := strings.CutPrefix(line, `prodapi_source_query_duration_seconds_`+name+`{backend="mongo",op="poll",resource="`)
+			if !ok {
+				continue
+			}
+			res, v, _ := strings.Cut(rest, `"} `)
+			f, _ := strconv.ParseFloat(v, 64)
+			into[res] = f
+		}
+	}
+	for res, n := range counts {
+		if n > 0 {
+			t.Logf("poll of %s: %d queries, mean %.2f ms", res, int(n), 1000*sums[res]/n)
+		}
+	}
 	eventually(t, "the cache to serve the new desk", func() bool {
 		_, _, body := in.get(t, desk, auth)
 		return strings.Contains(string(body), "Polled desk")
