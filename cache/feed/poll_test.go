@@ -230,59 +230,72 @@ func (standalone) Watch(context.Context, []string, []byte, func(sources.Change, 
 	return errStandalone
 }
 
-// pollerFunc is a Poller from funcs.
-type pollerFunc struct {
-	poll   func(coll string, since time.Time, limit int) []sources.Stamp
-	latest func(coll string) time.Time
+// deskStamps is a Poller of one collection, desks, from a list of
+// stamps; latest is the newest _updated it says.
+type deskStamps struct {
+	mu     sync.Mutex
+	docs   []sources.Stamp
+	latest time.Time
 }
 
-func (p pollerFunc) Poll(_ context.Context, coll string, since time.Time, limit int) ([]sources.Stamp, error) {
-	return p.poll(coll, since, limit), nil
+func (p *deskStamps) add(stamps ...sources.Stamp) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.docs = append(p.docs, stamps...)
 }
 
-func (p pollerFunc) Latest(_ context.Context, coll string) (time.Time, error) {
-	return p.latest(coll), nil
+func (p *deskStamps) Poll(_ context.Context, coll string, since time.Time, limit int) ([]sources.Stamp, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []sources.Stamp
+	for _, d := range p.docs {
+		if coll == "desks" && !d.Updated.Before(since) {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b sources.Stamp) int { return a.Updated.Compare(b.Updated) })
+	return out[:min(len(out), limit)], nil
+}
+
+func (p *deskStamps) Latest(_ context.Context, coll string) (time.Time, error) {
+	if coll == "desks" {
+		return p.latest, nil
+	}
+	return time.Time{}, nil
+}
+
+// runPoll runs a feed alone (it holds the lease) on a server without
+// change streams, polling p every millisecond by the clock now (nil: the
+// real one), until the test ends.
+func runPoll(t *testing.T, p feed.Poller, now func() time.Time) *logRecorder {
+	t.Helper()
+	log := &logRecorder{}
+	f := feed.New(standalone{}, redistier.New(nil, redistier.Options{}), &recorder{}, feed.Options{
+		Unsupported: func(err error) bool { return errors.Is(err, errStandalone) },
+		HistoryLost: func(error) bool { return false },
+		Log:         log, Poller: p, PollEvery: time.Millisecond, Now: now,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+	return log
 }
 
 // A second holding more documents than the largest batch cannot be read
 // whole: the collection is reported flushed, and the poll goes on after
 // that second. A second holding more than one batch is read whole.
 func TestPollCrowdedSeconds(t *testing.T) {
-	var mu sync.Mutex
-	var docs []sources.Stamp // in order of _updated then id
+	p := &deskStamps{latest: t0}
 	add := func(n int, at time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range n {
-			docs = append(docs, sources.Stamp{ID: fmt.Sprintf("%s-%06d", at, i), Updated: t0.Add(at), Version: "v"})
+		stamps := make([]sources.Stamp, n)
+		for i := range stamps {
+			stamps[i] = sources.Stamp{ID: fmt.Sprintf("%s-%06d", at, i), Updated: t0.Add(at), Version: "v"}
 		}
+		p.add(stamps...)
 	}
-	p := pollerFunc{
-		poll: func(coll string, since time.Time, limit int) []sources.Stamp {
-			mu.Lock()
-			defer mu.Unlock()
-			var out []sources.Stamp
-			for _, d := range docs {
-				if coll == "desks" && !d.Updated.Before(since) && len(out) < limit {
-					out = append(out, d)
-				}
-			}
-			return out
-		},
-		latest: func(string) time.Time { return t0 },
-	}
-	log := &logRecorder{}
-	tier := redistier.New(nil, redistier.Options{}) // alone: this replica holds the lease
-	f := feed.New(standalone{}, tier, &recorder{}, feed.Options{
-		Unsupported: func(err error) bool { return errors.Is(err, errStandalone) },
-		HistoryLost: func(error) bool { return false },
-		Log:         log, Poller: p, PollEvery: time.Millisecond,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+	log := runPoll(t, p, nil)
 
 	add(2500, time.Second) // more than a batch, one second
 	eventually(t, "the crowded second", func() bool { return len(log.got()) == 2500 })
@@ -306,43 +319,10 @@ func TestPollCrowdedSeconds(t *testing.T) {
 // writes made before its time are reported, and it is not reported
 // again.
 func TestPollFutureStamps(t *testing.T) {
-	var mu sync.Mutex
-	docs := []sources.Stamp{{ID: "future", Updated: t0.Add(time.Hour), Version: "f"}}
-	p := pollerFunc{
-		poll: func(coll string, since time.Time, limit int) []sources.Stamp {
-			mu.Lock()
-			defer mu.Unlock()
-			var out []sources.Stamp
-			for _, d := range docs {
-				if coll == "desks" && !d.Updated.Before(since) && len(out) < limit {
-					out = append(out, d)
-				}
-			}
-			slices.SortFunc(out, func(a, b sources.Stamp) int { return a.Updated.Compare(b.Updated) })
-			return out
-		},
-		latest: func(coll string) time.Time {
-			if coll == "desks" {
-				return t0.Add(time.Hour)
-			}
-			return time.Time{}
-		},
-	}
-	log := &logRecorder{}
-	f := feed.New(standalone{}, redistier.New(nil, redistier.Options{}), &recorder{}, feed.Options{
-		Unsupported: func(err error) bool { return errors.Is(err, errStandalone) },
-		HistoryLost: func(error) bool { return false },
-		Log:         log, Poller: p, PollEvery: time.Millisecond,
-		Now: func() time.Time { return t0.Add(10 * time.Second) },
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
-	mu.Lock()
-	docs = append(docs, sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
-	mu.Unlock()
+	p := &deskStamps{latest: t0.Add(time.Hour)}
+	p.add(sources.Stamp{ID: "future", Updated: t0.Add(time.Hour), Version: "f"})
+	log := runPoll(t, p, func() time.Time { return t0.Add(10 * time.Second) })
+	p.add(sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
 	eventually(t, "the write stamped now", func() bool { return log.count("poll update desks/now") == 1 })
 	if log.count("poll update desks/future") != 0 {
 		t.Errorf("the future document was reported: %v", log.got())
