@@ -88,6 +88,9 @@ type checkState struct {
 	redis    redis.UniversalClient // nil: REDIS_URL unset
 
 	mongoUp, elasticUp bool
+	// polls: the database has no change streams, so the feed polls
+	// each collection's _updated (checkChangeStreams says).
+	polls bool
 }
 
 // A finding is one line of the report.
@@ -150,7 +153,9 @@ func checkChangeStreams(ctx context.Context, p *checkState) []finding {
 	case err == nil:
 		return []finding{found(levelOK, subject, "available: one replica follows the database's writes and every replica drops what they change at once")}
 	case errors.Is(err, mongosrc.ErrNoChangeStreams):
-		return []finding{found(levelWarn, subject, "not available (a standalone server, or FerretDB): cached entries refresh by their TTL only")}
+		p.polls = true
+		return []finding{found(levelWarn, subject, "not available (a standalone server, or FerretDB): the feed polls each collection's _updated every %s instead, "+
+			"so updates reach the cache and /changes and deletions do not (a deleted document's entries go at their TTL)", p.cfg.FeedPoll)}
 	default:
 		return []finding{found(levelWarn, subject, "could not open one: %s; cached entries refresh by their TTL until the feed works", detail(err))}
 	}
@@ -256,7 +261,8 @@ var listFilters = map[string][]string{"events_history": {"event_id", "operation"
 
 // checkIndexes reports, for each query prodapi sends to MongoDB that an
 // index could serve (the document lists in their default sort, with the
-// filters clients use, the enrichment lookups, GridFS reads), whether an
+// filters clients use, the enrichment lookups, GridFS reads, and each
+// collection's poll where the feed polls), whether an
 // index does, and the index to create when none does.
 func checkIndexes(ctx context.Context, p *checkState) []finding {
 	const subject = "index"
@@ -281,6 +287,11 @@ func checkIndexes(ctx context.Context, p *checkState) []finding {
 	if p.backends.media == nil {
 		needs = append(needs, mongosrc.ChunksNeed())
 	}
+	if p.polls {
+		for _, coll := range sources.Collections {
+			needs = append(needs, mongosrc.PollNeed(coll))
+		}
+	}
 
 	type listing struct {
 		indexes []mongosrc.Index
@@ -288,6 +299,9 @@ func checkIndexes(ctx context.Context, p *checkState) []finding {
 		err     error
 	}
 	listed := map[string]*listing{}
+	// proposed: the indexes proposed so far, per collection, so that a
+	// query one of them serves gets no second proposal.
+	proposed := map[string][]mongosrc.Index{}
 	var out []finding
 	for _, n := range needs {
 		l := listed[n.Collection]
@@ -311,7 +325,12 @@ func checkIndexes(ctx context.Context, p *checkState) []finding {
 			continue
 		}
 		f := found(levelWarn, subject, "%s: no index serves it; the server reads the whole collection", n)
-		f.fix = n.CreateIndex()
+		if ix, ok := n.ServedBy(proposed[n.Collection]); ok {
+			f.text += "; the index proposed for " + ix.Name + " would serve it too"
+		} else {
+			f.fix = n.CreateIndex()
+			proposed[n.Collection] = append(proposed[n.Collection], mongosrc.Index{Name: n.String(), Keys: n.Keys()})
+		}
 		out = append(out, f)
 	}
 	return out

@@ -77,6 +77,9 @@ func TestCheck(t *testing.T) {
 		strings.Contains(out, `getCollection("planning")`) || strings.Contains(out, `getCollection("fs.chunks")`) {
 		t.Errorf("an index that exists is proposed:\n%s", out)
 	}
+	if strings.Contains(out, "sorted on _updated:") {
+		t.Errorf("with change streams, the poll's indexes are reported:\n%s", out)
+	}
 
 	// Nothing but reads reached the servers.
 	reads := []string{"hello", "isMaster", "ismaster", "ping", "buildInfo", "listIndexes", "killCursors", "endSessions"}
@@ -177,12 +180,15 @@ func TestRealCheck(t *testing.T) {
 	seedPlatform(t, "mongo,elastic", env)
 	out, errOut, exit, err := cli(t, checkVars(env, "REDIS_URL", rds.URL()), "check")
 	t.Logf("prodapi check against FerretDB %s, Elasticsearch %s and redis-server:\n%s", ferret.Version, es.Version, out)
+	if strings.Contains(out, `getCollection("events_history").createIndex({"_updated": 1})`) {
+		t.Errorf("an index is proposed for a query another proposed index serves:\n%s", out)
+	}
 	if exit != 0 {
 		t.Fatalf("exit %d: %v\n%s", exit, err, errOut)
 	}
 	wantLines(t, out,
 		`  warn  mongo +FerretDB v?\d+\.\d+\.\d+ \(answering as MongoDB \d+\.\d+\.\d+\) at mongodb://\S+/superdesk_check, database superdesk_check: a test server`,
-		`  warn  change streams +not available \(a standalone server, or FerretDB\)`,
+		`  warn  change streams +not available \(a standalone server, or FerretDB\): the feed polls each collection's _updated every 1s instead`,
 		`  ok    elasticsearch +Elasticsearch 7\.10\.2 \((default|oss)\) at \S+: the product check passes by its GET /`,
 		`  ok    search index +superdesk_check_archive: 41 documents$`,
 		`  ok    search index +superdesk_check_contacts: 10 documents$`,
@@ -192,6 +198,11 @@ func TestRealCheck(t *testing.T) {
 		`  warn  index +events_history by operation sorted on _updated desc, _id: no index serves it`,
 		`  use superdesk_check$`,
 		`  db\.getCollection\("events_history"\)\.createIndex\(\{"_updated": -1, "_id": 1\}\)$`,
+		// The feed polls there: each collection's _updated, in order.
+		`  warn  index +archive sorted on _updated: no index serves it`,
+		`  warn  index +desks sorted on _updated: no index serves it`,
+		`  db\.getCollection\("archive"\)\.createIndex\(\{"_updated": 1\}\)$`,
+		`  warn  index +events_history sorted on _updated: no index serves it; the server reads the whole collection; the index proposed for events_history sorted on _updated desc, _id would serve it too$`,
 		`prodapi can work with this platform: \d+ warnings\.$`,
 	)
 }

@@ -192,6 +192,15 @@ func LookupNeed(l sources.Lookup) Need {
 	return Need{Collection: l.Collection, Equal: []string{l.Field}}
 }
 
+// PollNeed is the query of the change feed's poll of collection (Poll),
+// where the database has no change streams: _updated from a watermark on,
+// in its order. An index that leads with _updated, either way, serves it;
+// the few documents written since the watermark are then put in _id
+// order in memory.
+func PollNeed(collection string) Need {
+	return Need{Collection: collection, Sort: []sources.SortKey{{Field: "_updated"}}}
+}
+
 // ChunksNeed is the query of a GridFS read (Asset): the chunks of one
 // file from the one at an offset on, in order.
 func ChunksNeed() Need {
