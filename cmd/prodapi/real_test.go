@@ -92,9 +92,9 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 }
 
 // seedPlatform runs cmd/prodapi-seed, as compose.yaml does, with the
-// platform's variables (pairs in env), loading targets. It is built once
-// for the package's tests.
-func seedPlatform(t *testing.T, targets string, env []string) {
+// platform's variables (pairs in env), loading targets, with flags args
+// after its own. It is built once for the package's tests.
+func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 	t.Helper()
 	bin := realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
 		goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
@@ -112,7 +112,7 @@ func seedPlatform(t *testing.T, targets string, env []string) {
 		}
 		return bin, nil
 	})
-	cmd := exec.Command(bin, "-targets", targets, "-wait", "2m")
+	cmd := exec.Command(bin, append([]string{"-targets", targets, "-wait", "2m"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for i := 0; i+1 < len(env); i += 2 {
 		cmd.Env = append(cmd.Env, env[i]+"="+env[i+1])

@@ -155,6 +155,21 @@ func (w *walker) step(t *testing.T, in *instance) int {
 	if status != 200 {
 		t.Fatalf("%s: %s: %d %.300s", w.name, w.next, status, body)
 	}
+	ids, next, err := walkPage(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		w.seen[id]++
+	}
+	w.pages++
+	w.next = next
+	return len(ids)
+}
+
+// walkPage reads a cursor page: the ids of its items, and the target of
+// its next link ("" on the last page).
+func walkPage(body []byte) (ids []string, next string, err error) {
 	var page struct {
 		Items []struct {
 			ID string `json:"_id"`
@@ -164,17 +179,16 @@ func (w *walker) step(t *testing.T, in *instance) int {
 		} `json:"_links"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		t.Fatal(err)
+		return nil, "", fmt.Errorf("a cursor page: %w: %.300s", err, body)
 	}
-	for _, it := range page.Items {
-		w.seen[it.ID]++
+	ids = make([]string, len(page.Items))
+	for i, it := range page.Items {
+		ids[i] = it.ID
 	}
-	w.pages++
-	w.next = ""
 	if page.Links.Next != nil {
-		w.next = "/prodapi/v1/" + page.Links.Next.Href
+		next = "/prodapi/v1/" + page.Links.Next.Href
 	}
-	return len(page.Items)
+	return ids, next, nil
 }
 
 // waitFor polls target until its body holds want.
