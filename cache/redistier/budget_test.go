@@ -3,6 +3,7 @@ package redistier
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -13,7 +14,9 @@ import (
 // is made off the request path.
 func TestBudgetBoundsARequestsCalls(t *testing.T) {
 	rdb, h := silentRedis(t)
-	tr := New(rdb, Options{Timeout: 30 * time.Millisecond, Now: newClock().Now})
+	// A timeout long enough for the GET to be written on a busy machine:
+	// a call whose deadline passes before it is sent never reaches Redis.
+	tr := New(rdb, Options{Timeout: 300 * time.Millisecond, Now: newClock().Now})
 	defer closeTier(t, tr)
 	ctx := tr.WithBudget(context.Background())
 	// The calls of a miss, in the order the cache makes them.
@@ -50,15 +53,20 @@ func TestBudgetBoundsARequestsCalls(t *testing.T) {
 // request's context stripped of its budget is such work.
 func TestWithoutBudgetEveryCallIsMade(t *testing.T) {
 	rdb, h := silentRedis(t)
-	tr := New(rdb, Options{Timeout: 10 * time.Millisecond, Now: newClock().Now})
+	// Each call waits its whole Timeout: long enough for it to be written
+	// on a busy machine (a call whose deadline passes before it is sent
+	// never reaches Redis), and the three are made at once.
+	tr := New(rdb, Options{Timeout: 2 * time.Second, Now: newClock().Now})
 	defer closeTier(t, tr)
 	ctx := WithoutBudget(tr.WithBudget(context.Background()))
 	if left := tr.Left(ctx); left != tr.timeout {
 		t.Errorf("Left without a budget = %s, want Timeout", left)
 	}
-	tr.Get(ctx, "k")
-	tr.Gens(ctx, []string{"all"})
-	tr.TryLoadLease(ctx, "k", time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { tr.Get(ctx, "k") })
+	wg.Go(func() { tr.Gens(ctx, []string{"all"}) })
+	wg.Go(func() { tr.TryLoadLease(ctx, "k", time.Second) })
+	wg.Wait()
 	eventually(t, "three calls to reach Redis", func() bool { return len(h.heard()) == 3 })
 }
 
