@@ -255,13 +255,17 @@ func TestRealRedisHung(t *testing.T) {
 func TestRealRedisHungMissWaitsOneBudget(t *testing.T) {
 	srv := realserver.StartRedis(t, 0)
 	e := realEnv(t, srv, withShortRedisTimeout())
-	e.load(t, detail(t, "items", "warm")) // a connection, and every kind of call once
-	e.settle()
+	// Misses on the healthy Redis until one made every kind of call: on a
+	// busy machine a first call may spend the short budget on its own.
 	calls := e.metrics.Histogram("prodapi_cache_redis_duration_seconds", "", nil, "op")
+	warm := 0
+	eventually(t, "a miss on a healthy Redis making lease and generations calls", func() bool {
+		warm++
+		e.load(t, detail(t, "items", fmt.Sprintf("warm%d", warm)))
+		e.settle()
+		return calls.Count("lease") > 0 && calls.Count("gens") > 0
+	})
 	lease, gens := calls.Count("lease"), calls.Count("gens")
-	if lease == 0 || gens == 0 {
-		t.Fatalf("a miss on a healthy Redis made %d lease and %d generations calls", lease, gens)
-	}
 
 	signal(t, srv, syscall.SIGSTOP)
 	t.Cleanup(func() { srv.Signal(syscall.SIGCONT) }) // so that it stops
