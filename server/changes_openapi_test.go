@@ -89,7 +89,10 @@ func oaChangesExchanges(t *testing.T, d *openAPIDoc) []*oaExchange {
 // envelope.
 func oaStream(t *testing.T, d *openAPIDoc, base string, log *server.TestChangeLog, auth string) *oaExchange {
 	t.Helper()
-	req, _ := http.NewRequest("GET", base+oaPrefix+"/changes", nil)
+	// A stream that never ends fails the test rather than hang it.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+oaPrefix+"/changes", nil)
 	req.Header.Set("Authorization", auth)
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := http.DefaultTransport.RoundTrip(req)
@@ -110,9 +113,12 @@ func oaStream(t *testing.T, d *openAPIDoc, base string, log *server.TestChangeLo
 		case strings.HasPrefix(line, "event: change"):
 			events++
 			if events == 4 {
-				// Caught up: the log drops the stream's position.
-				log.Append("items", "urn:x", sources.OpUpdate, oaNow())
+				// Caught up: the log drops the stream's position, then
+				// grows, which wakes the stream to find it gone. (Trimmed
+				// after the append, the stream could read the new entry
+				// first and wait on past the trim.)
 				log.Trim(5)
+				log.Append("items", "urn:x", sources.OpUpdate, oaNow())
 			}
 		case strings.HasPrefix(line, "event: close"):
 			closed = true
