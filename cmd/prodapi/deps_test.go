@@ -14,9 +14,9 @@ import (
 // reach a backend driver or adapter; nothing beneath the server comes
 // back up into it, and the server reaches neither the cache nor the
 // renderer; the cache's Redis tier reaches nothing of the cache, nor
-// documents or queries; and the vocabulary package reaches nothing of
-// ours. Only main reaches the OpenTelemetry SDK and exporters; the cache
-// traces Redis itself, without go-redis's extras.
+// documents or queries; the vocabulary package and the mirror example
+// reach nothing of ours. Only main reaches the OpenTelemetry SDK and
+// exporters; the cache traces Redis itself, without go-redis's extras.
 //
 // A forbidden entry ending in "/" is a prefix; any other names a package
 // and everything under it, except the package under test itself and the
@@ -52,6 +52,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"server/admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich"), nil},
 		{"server/docsui", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources", mod+"config"), nil},
 		{"config", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources"), nil},
+		// A third party's client: the standard library only, nothing of ours.
+		{"examples/mirror", []string{mod, "github.com/", "golang.org/", "go.mongodb.org/", "go.opentelemetry.io/", "google.golang.org/"}, nil},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+tc.pkg).CombinedOutput()
 		if err != nil {
