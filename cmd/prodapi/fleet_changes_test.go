@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -81,19 +80,33 @@ func (d *newsroomDir) ids(t testing.TB, collection string) []string {
 func (d *newsroomDir) edit(t testing.TB, collection, id string) time.Time {
 	t.Helper()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.n++
+	n := d.n
+	d.mu.Unlock()
+	d.set(t, collection, id, "edited", n)
+	return time.Now()
+}
+
+// set gives field the value in the document of collection whose id is
+// given.
+func (d *newsroomDir) set(t testing.TB, collection, id, field string, value any) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, err := json.Marshal(value)
+	if err != nil {
+		t.Fatal(err)
+	}
 	found := false
 	d.rewrite(t, collection, func(doc map[string]json.RawMessage) {
 		if strings.Contains(string(doc["_id"]), `"`+id+`"`) {
-			doc["edited"] = json.RawMessage(fmt.Sprint(d.n))
+			doc[field] = v
 			found = true
 		}
 	})
 	if !found {
 		t.Fatalf("no %s %s", collection, id)
 	}
-	return time.Now()
 }
 
 // rewrite passes each document of a collection file to change, then
