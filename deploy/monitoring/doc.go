@@ -14,7 +14,7 @@
 // module's tool directive, at the version go.mod pins) and this package's
 // tests: every rule links an existing runbook, every alert has a unit test
 // that fires and one that does not, every expression of the dashboard parses
-// as PromQL, and every metric the dashboard and the rules name is one a
+// as PromQL, no two of its panels overlap, and every metric the dashboard and the rules name is one a
 // running prodapi exposes.
 //
 //	cd deploy/monitoring && go tool promtool test rules prometheus/rules_test.yaml && go test ./...

@@ -161,12 +161,20 @@ type panel struct {
 	Type       string      `json:"type"`
 	Title      string      `json:"title"`
 	Datasource *datasource `json:"datasource"`
-	GridPos    struct{ H, W, X, Y int }
+	GridPos    gridPos
 	Targets    []struct {
 		Expr       string      `json:"expr"`
 		Datasource *datasource `json:"datasource"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"` // a collapsed row's
+}
+
+// gridPos is a panel's place: columns x to x+w of the 24, rows y to y+h.
+type gridPos struct{ H, W, X, Y int }
+
+// overlaps reports whether two places share a cell.
+func (g gridPos) overlaps(o gridPos) bool {
+	return g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H
 }
 
 func loadDashboard(t *testing.T) dashboard {
@@ -206,8 +214,8 @@ func metricsOf(expr string) ([]string, error) {
 	return names, err
 }
 
-// The dashboard's datasource is a variable, every panel uses it, and
-// every expression parses as PromQL.
+// The dashboard's datasource is a variable, every panel uses it, every
+// expression parses as PromQL, and no two panels overlap.
 func TestDashboard(t *testing.T) {
 	d := loadDashboard(t)
 	if d.UID == "" || d.SchemaVersion < 39 {
@@ -256,6 +264,16 @@ func TestDashboard(t *testing.T) {
 	}
 	if exprs == 0 {
 		t.Fatal("no expressions in the dashboard")
+	}
+	// Two panels on the same cells cannot both be shown where the file
+	// puts them. (A collapsed row's panels are placed when it opens, and
+	// are not compared.)
+	for i, a := range d.Panels {
+		for _, b := range d.Panels[i+1:] {
+			if a.GridPos.overlaps(b.GridPos) {
+				t.Errorf("panels %q %+v and %q %+v overlap", a.Title, a.GridPos, b.Title, b.GridPos)
+			}
+		}
 	}
 }
 
