@@ -168,8 +168,9 @@ func getJSON(ctx context.Context, url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// freePorts is FreePorts without a testing.TB, for Shared's start
-// function, which must return rather than fail its caller.
+// freePorts returns n distinct free loopback ports, without a testing.TB,
+// for Shared's start function, which must return rather than fail its
+// caller.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {

@@ -82,16 +82,6 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// FreePorts returns n distinct free loopback ports.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports, err := freePorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports
-}
-
 // A Process is a server this package started. Its output is kept (the
 // last 64 KiB) for the failure messages of the tests that use it.
 type Process struct {

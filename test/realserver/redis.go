@@ -84,10 +84,30 @@ func StartRedis(t testing.TB, port int, args ...string) *Redis {
 // startRedis starts one redis-server in a scratch directory; config, if
 // not "", is the path of a config file to give first (a sentinel needs
 // one it can rewrite).
+//
+// With port 0 it takes a free port, and another when the server could
+// not listen on it: between FreePort's check and the server's bind,
+// another process may take the port (or, in a cluster, the bus port
+// 10000 above it).
 func startRedis(t testing.TB, server string, port int, config string, args ...string) (*Redis, error) {
-	if port == 0 {
-		port = FreePort(t)
+	if port != 0 {
+		return startRedisOn(t, server, port, config, args...)
 	}
+	for attempt := 1; ; attempt++ {
+		r, err := startRedisOn(t, server, FreePort(t), config, args...)
+		if err == nil || attempt == 5 || r == nil || !cannotListen(r.Output()) {
+			return r, err
+		}
+	}
+}
+
+// cannotListen reports whether a redis-server's output says it could not
+// listen on its port or its cluster bus port.
+func cannotListen(out string) bool {
+	return strings.Contains(out, "Address already in use") || strings.Contains(out, "port number too high")
+}
+
+func startRedisOn(t testing.TB, server string, port int, config string, args ...string) (*Redis, error) {
 	dir := t.TempDir()
 	var argv []string
 	if config != "" {
@@ -251,8 +271,8 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 	server := redisServer(t, true)
 	n := masters * (1 + replicas)
 	c := &RedisCluster{}
-	for _, port := range FreePorts(t, n) {
-		r, err := startRedis(t, server, port, "",
+	for range n {
+		r, err := startRedis(t, server, 0, "",
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout/time.Millisecond)),
@@ -475,14 +495,13 @@ func StartRedisSentinel(t testing.TB, replicas int) *RedisSentinel {
 	t.Helper()
 	server := redisServer(t, false)
 	s := &RedisSentinel{MasterName: "prodapi"}
-	ports := FreePorts(t, 1+replicas+3)
-	master, err := startRedis(t, server, ports[0], "")
+	master, err := startRedis(t, server, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Servers = append(s.Servers, master)
-	for _, port := range ports[1 : 1+replicas] {
-		r, err := startRedis(t, server, port, "", "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	for range replicas {
+		r, err := startRedis(t, server, 0, "", "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +519,7 @@ func StartRedisSentinel(t testing.TB, replicas int) *RedisSentinel {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, port := range ports[1+replicas:] {
+	for range 3 {
 		conf := filepath.Join(t.TempDir(), "sentinel.conf")
 		text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\n"+
 			"sentinel down-after-milliseconds %[1]s %[3]d\n"+
@@ -510,7 +529,7 @@ func StartRedisSentinel(t testing.TB, replicas int) *RedisSentinel {
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r, err := startRedis(t, server, port, conf, "--sentinel")
+		r, err := startRedis(t, server, 0, conf, "--sentinel")
 		if err != nil {
 			t.Fatal(err)
 		}
