@@ -118,9 +118,44 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 // Output is the tail of what the process wrote.
 func (p *Process) Output() string { return p.out.String() }
 
-// Signal sends sig to the process group.
+// Signal sends sig to the process group. For SIGSTOP it returns once
+// every thread of the process has stopped: the signal is delivered
+// asynchronously, and on a busy machine a server may still answer a
+// request sent right after kill(2) returned.
 func (p *Process) Signal(sig syscall.Signal) error {
-	return syscall.Kill(-p.PID(), sig)
+	if err := syscall.Kill(-p.PID(), sig); err != nil || sig != syscall.SIGSTOP {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !p.stopped() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("realserver: %s not stopped a minute after SIGSTOP", p.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// stopped reports whether every thread of the process is stopped (state
+// T in /proc), or the process is gone.
+func (p *Process) stopped() bool {
+	dir := "/proc/" + strconv.Itoa(p.PID()) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return true // exited: nothing left to answer
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) || (stat[i+2] != 'T' && stat[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // Kill ends the process group with SIGKILL (continuing it first, in case
