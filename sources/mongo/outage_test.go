@@ -194,10 +194,11 @@ func waitFor(t *testing.T, ch <-chan struct{}, done <-chan error) {
 	}
 }
 
-// FerretDB killed while it holds a query (frozen with SIGSTOP once the
-// driver has sent the find, so the query is on the wire): the connection
-// is reset, the retry finds no server.
-func TestFerretDBKilledMidQuery(t *testing.T) {
+// frozenMidFind starts a FerretDB of the test's own and a store on it,
+// freezes the server (SIGSTOP) and sends a Get, returning once the
+// driver has sent its find: the query is on the wire, the server holds it.
+func frozenMidFind(t *testing.T) (*realserver.Process, *mongosrc.Store, <-chan error) {
+	t.Helper()
 	uri, p := ownFerretDB(t)
 	cm, finds := started("find")
 	store := storeOn(t, mongosrc.ClientOptions(uri, 4, 0).SetMonitor(cm))
@@ -207,6 +208,14 @@ func TestFerretDBKilledMidQuery(t *testing.T) {
 	}
 	done := getAsync(t, store)
 	waitFor(t, finds, done)
+	return p, store, done
+}
+
+// FerretDB killed while it holds a query (frozen with SIGSTOP once the
+// driver has sent the find, so the query is on the wire): the connection
+// is reset, the retry finds no server.
+func TestFerretDBKilledMidQuery(t *testing.T) {
+	p, store, done := frozenMidFind(t)
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -221,15 +230,7 @@ func TestFerretDBKilledMidQuery(t *testing.T) {
 // answer that query, or drop it; either way, the next request finds it
 // gone.
 func TestFerretDBStoppedMidQuery(t *testing.T) {
-	uri, p := ownFerretDB(t)
-	cm, finds := started("find")
-	store := storeOn(t, mongosrc.ClientOptions(uri, 4, 0).SetMonitor(cm))
-	warm(t, store, finds)
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	done := getAsync(t, store)
-	waitFor(t, finds, done)
+	p, store, done := frozenMidFind(t)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
