@@ -67,8 +67,9 @@ func startReplica(t *testing.T, srv *mongotest.Server, redisURL string, m *metri
 	return startReplicaLog(t, srv, redisURL, m, nil)
 }
 
-// startReplicaLog is startReplica with a change log.
-func startReplicaLog(t *testing.T, srv *mongotest.Server, redisURL string, m *metrics.Metrics, log feed.Log) *replica {
+// storeAndTier connects a store to srv and a Redis tier to redisURL,
+// both closed at the test's end: what a replica's feed runs on.
+func storeAndTier(t *testing.T, srv *mongotest.Server, redisURL string) (*mongosrc.Store, *redistier.Tier) {
 	t.Helper()
 	client, err := mongodriver.Connect(mongosrc.ClientOptions(srv.URI(), 4, 0))
 	if err != nil {
@@ -83,6 +84,13 @@ func startReplicaLog(t *testing.T, srv *mongotest.Server, redisURL string, m *me
 	t.Cleanup(func() { rdb.Close() })
 	shared := redistier.New(rdb, redistier.Options{Timeout: time.Second})
 	t.Cleanup(func() { shared.Close(context.Background()) })
+	return store, shared
+}
+
+// startReplicaLog is startReplica with a change log.
+func startReplicaLog(t *testing.T, srv *mongotest.Server, redisURL string, m *metrics.Metrics, log feed.Log) *replica {
+	t.Helper()
+	store, shared := storeAndTier(t, srv, redisURL)
 	r := &replica{rec: &recorder{}, done: make(chan error, 1)}
 	r.f = feed.New(store, shared, r.rec, feed.Options{
 		LeaseTTL:    600 * time.Millisecond,

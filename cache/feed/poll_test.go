@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
@@ -65,19 +63,7 @@ type poller struct {
 
 func startPoller(t *testing.T, srv *mongotest.Server, redisURL string) *poller {
 	t.Helper()
-	client, err := mongodriver.Connect(mongosrc.ClientOptions(srv.URI(), 4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
-	store := mongosrc.New(client.Database(mongosrc.DatabaseName(srv.URI())), mongosrc.Options{})
-	rdb, err := redistier.NewClient(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	shared := redistier.New(rdb, redistier.Options{Timeout: time.Second})
-	t.Cleanup(func() { shared.Close(context.Background()) })
+	store, shared := storeAndTier(t, srv, redisURL)
 	p := &poller{replica: &replica{rec: &recorder{}, done: make(chan error, 1)}, log: &logRecorder{}}
 	p.f = feed.New(store, shared, p.rec, feed.Options{
 		LeaseTTL:    600 * time.Millisecond,
