@@ -21,7 +21,8 @@
 //	            bare server with one go-redis GET per request), nginx
 //	            proxy_cache and Varnish in front of the bare server, on an
 //	            item detail and the 25-item list; requests/s and the
-//	            server's CPU time per request from /proc
+//	            server's CPU time per request from /proc; with
+//	            -wrk-together every server's slice runs at the same time
 //	hit-local   in-process tier hits on the 41 item details (no Redis)
 //	hit-redis   Redis hits: the in-process tier off, every hit a GET
 //	miss        a new key every request (a 10-item list), backend latency
@@ -73,6 +74,7 @@ type options struct {
 	out          string
 	wrkConns     int
 	wrkOnly      string // comma-separated servers to measure, beside bare; empty: all
+	wrkTogether  bool   // wrk: every server's slice at the same time, not one after another
 	baseline     string
 }
 
@@ -98,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.baseline, "baseline", "", "wrk and redis-kill scenarios: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis (wrk) or baseline (redis-kill), in the same run")
 	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
 	fs.StringVar(&o.wrkOnly, "wrk-only", "", "wrk scenario: measure only these servers (comma-separated, e.g. prodapi-local,baseline-local) beside bare")
+	fs.BoolVar(&o.wrkTogether, "wrk-together", false, "wrk scenario: run each round's slice on every server at the same time (one wrk each), so that they share the CPU and whatever else the machine runs: ratios hold on a busy machine; a redis-server's CPU counts for every server that uses it")
 	fs.IntVar(&o.conns, "c", 32, "concurrent connections (closed loop: requests in flight)")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: requests/s offered to each server, latency measured from the scheduled time (0: closed loop)")
 	fs.DurationVar(&o.slice, "slice", time.Second, "length of one measured slice")

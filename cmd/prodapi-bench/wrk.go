@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -265,50 +266,82 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 			}
 		}
 		rep.wrkProcs = append(rep.wrkProcs, fmt.Sprintf("%s: GOMAXPROCS %s", placement, h.gomaxprocsOf(ctx, local)))
+		// measure runs one slice of target tn on each server of group at
+		// once (one wrk each) and adds it to their rows: each server's
+		// CPU is read before the first wrk starts and after the last
+		// ends.
+		measure := func(group []*wrkServer, tn string) error {
+			type slice struct {
+				c0, hc0 time.Duration
+				out     string
+				err     error
+			}
+			runs := make([]slice, len(group))
+			for i, s := range group {
+				c0, err := treeCPU(s.pid)
+				if err != nil {
+					return err
+				}
+				hc0, _ := treeCPU(s.helper)
+				runs[i] = slice{c0: c0, hc0: hc0}
+			}
+			var wg sync.WaitGroup
+			for i, s := range group {
+				wg.Go(func() { runs[i].out, runs[i].err = runWrk(s, targets[tn], wrkDuration(h.o.slice)) })
+			}
+			wg.Wait()
+			for i, s := range group {
+				sl := runs[i]
+				if sl.err != nil {
+					return sl.err
+				}
+				c1, err := treeCPU(s.pid)
+				if err != nil {
+					return err
+				}
+				hc1, _ := treeCPU(s.helper)
+				key := s.name + "|" + tn + "|" + placement
+				row := rows[key]
+				if row == nil {
+					row = &wrkRow{server: s.name, target: tn, placement: placement}
+					rows[key] = row
+					rep.wrk = append(rep.wrk, row)
+				}
+				row.helperCPU += hc1 - sl.hc0
+				res, err := parseWrk(sl.out)
+				if err != nil {
+					return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, sl.out)
+				}
+				row.requests += res.requests
+				row.errors += res.errors
+				row.seconds += res.seconds
+				row.cpu += c1 - sl.c0
+				row.p50 = append(row.p50, res.p50)
+				row.p99 = append(row.p99, res.p99)
+				row.rounds = append(row.rounds, float64(res.requests)/res.seconds)
+				if res.requests > 0 {
+					row.cpuRounds = append(row.cpuRounds, (c1-sl.c0)/time.Duration(res.requests))
+				}
+			}
+			return nil
+		}
 		for round := range h.o.rounds {
 			for _, tn := range wrkTargets {
-				for i := range servers {
-					// Rotate the order every round so that no server is
-					// always first after a pause.
-					s := servers[(i+round)%len(servers)]
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					key := s.name + "|" + tn.name + "|" + placement
-					row := rows[key]
-					if row == nil {
-						row = &wrkRow{server: s.name, target: tn.name, placement: placement}
-						rows[key] = row
-						rep.wrk = append(rep.wrk, row)
-					}
-					c0, err := treeCPU(s.pid)
-					if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// Rotate the order every round so that no server is
+				// always first after a pause.
+				order := append(slices.Clone(servers[round%len(servers):]), servers[:round%len(servers)]...)
+				if h.o.wrkTogether {
+					if err := measure(order, tn.name); err != nil {
 						return err
 					}
-					hc0, _ := treeCPU(s.helper)
-					out, err := runWrk(s, targets[tn.name], wrkDuration(h.o.slice))
-					if err != nil {
+					continue
+				}
+				for _, s := range order {
+					if err := measure([]*wrkServer{s}, tn.name); err != nil {
 						return err
-					}
-					c1, err := treeCPU(s.pid)
-					if err != nil {
-						return err
-					}
-					hc1, _ := treeCPU(s.helper)
-					row.helperCPU += hc1 - hc0
-					res, err := parseWrk(out)
-					if err != nil {
-						return fmt.Errorf("wrk on %s: %v\n%s", s.name, err, out)
-					}
-					row.requests += res.requests
-					row.errors += res.errors
-					row.seconds += res.seconds
-					row.cpu += c1 - c0
-					row.p50 = append(row.p50, res.p50)
-					row.p99 = append(row.p99, res.p99)
-					row.rounds = append(row.rounds, float64(res.requests)/res.seconds)
-					if res.requests > 0 {
-						row.cpuRounds = append(row.cpuRounds, (c1-c0)/time.Duration(res.requests))
 					}
 				}
 			}
@@ -625,6 +658,9 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 	o := r.h.o
 	fmt.Fprintf(b, "wrk, %d connections, %d slices of %s per server, target and placement, servers rotated each round. Pinned: servers on CPU 0, wrk (`-t1`) on CPU 1; floating: both CPUs for all (wrk `-t2`). CPU/req is the server's (and its children's) utime+stime from /proc over the requests wrk completed; × bare (CPU) is the bare server's CPU/req divided by this server's, so above 1 is cheaper than bare; the redis-server of the servers that use Redis (prodapi-redis, prodapi-inval, floor-redis) is pinned with them and its CPU shown apart. Sizes: %s.\n\n",
 		o.wrkConns, o.rounds, wrkDuration(o.slice), strings.Join(r.wrkSizes, ", "))
+	if o.wrkTogether {
+		b.WriteString("**Together** (`-wrk-together`): in each round every server ran its slice at the same time, one wrk each, so that all shared the CPU (pinned: CPU 0 for the servers, CPU 1 for every wrk) and whatever else the machine ran at that moment: their ratios hold on a busy machine, while each server's requests/s and CPU/req are those of a server sharing its core.\n\n")
+	}
 	if len(r.wrkProcs) > 0 {
 		fmt.Fprintf(b, "After each placement change every server got one unmeasured 1 s slice, for Go's GOMAXPROCS to follow the CPU mask; prodapi-local then reported %s.\n\n", strings.Join(r.wrkProcs, ", "))
 	}
