@@ -215,16 +215,18 @@ func (s *Server) changeScopes(w http.ResponseWriter, r *http.Request) (*Claims, 
 		return nil, sources.Resources(), nil
 	}
 	var allowed []*sources.Resource
-	var scopes []string
 	for _, res := range sources.Resources() {
 		if c.Has(res.Scope) {
 			allowed = append(allowed, res)
 		}
-		if !slices.Contains(scopes, res.Scope) {
-			scopes = append(scopes, res.Scope)
-		}
 	}
 	if len(allowed) == 0 {
+		var scopes []string // any of them would do
+		for _, res := range sources.Resources() {
+			if !slices.Contains(scopes, res.Scope) {
+				scopes = append(scopes, res.Scope)
+			}
+		}
 		return nil, nil, forbidden(c, strings.Join(scopes, " "))
 	}
 	return c, allowed, nil
@@ -237,17 +239,18 @@ func (s *Server) parseChanges(r *http.Request) (*changeParams, error) {
 	if err != nil {
 		return nil, &httpError{status: http.StatusBadRequest, msg: "query string: malformed (an invalid %-escape, or a \";\")", err: err}
 	}
+	events := wantsEvents(r)
 	p := &changeParams{
 		since:  vals.Get("since"),
 		max:    query.MaxResults(vals.Get("max_results")),
 		pretty: vals.Has("pretty"),
 		// HEAD answers the headers of the first read, and never waits.
-		stream: wantsEvents(r) && r.Method != http.MethodHead,
+		stream: events && r.Method != http.MethodHead,
 	}
 	if p.since != "" && p.since != "now" && !s.changes.Valid(p.since) {
 		return nil, badRequest("since: " + msgBadToken)
 	}
-	if id := header(r.Header, "Last-Event-Id"); id != "" && wantsEvents(r) {
+	if id := header(r.Header, "Last-Event-Id"); id != "" && events {
 		if !s.changes.Valid(id) {
 			return nil, badRequest("Last-Event-ID: " + msgBadToken)
 		}
@@ -310,6 +313,13 @@ func (p *changeParams) narrow(c *Claims, allowed []*sources.Resource) error {
 	return nil
 }
 
+// readChanges reads the log after since, for the resources p reads and
+// those alone.
+func (s *Server) readChanges(ctx context.Context, since string, p *changeParams) ([]sources.LogEntry, string, error) {
+	entries, next, err := s.changes.Read(ctx, since, p.names, p.max)
+	return p.visible(entries), next, err
+}
+
 // visible keeps the entries of the resources read. The log filters
 // already; this makes sure that no other resource ever leaves. The
 // log's slice is never written to: it may be the log's own memory.
@@ -362,11 +372,10 @@ func (s *Server) changeLogError(err error) error {
 // pollChanges answers /changes in JSON: the entries after since, or,
 // with none and wait=, the first that arrive within wait seconds.
 func (s *Server) pollChanges(w http.ResponseWriter, r *http.Request, p *changeParams) error {
-	entries, next, err := s.changes.Read(r.Context(), p.since, p.names, p.max)
+	entries, next, err := s.readChanges(r.Context(), p.since, p)
 	if err != nil {
 		return s.changeLogError(err)
 	}
-	entries = p.visible(entries)
 	if len(entries) == 0 && p.wait > 0 && r.Method != http.MethodHead {
 		entries, next, err = s.longPoll(r, p, next)
 		// The server's write timeout has run since the request came: the
@@ -411,14 +420,14 @@ func (s *Server) longPoll(r *http.Request, p *changeParams, since string) ([]sou
 		if err := s.changes.Wait(ctx, since); err != nil {
 			return nil, since, r.Context().Err() // nil when the time is over or the server drains
 		}
-		entries, next, err := s.changes.Read(ctx, since, p.names, p.max)
+		entries, next, err := s.readChanges(ctx, since, p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, since, r.Context().Err()
 			}
 			return nil, since, err
 		}
-		if entries = p.visible(entries); len(entries) > 0 {
+		if len(entries) > 0 {
 			return entries, next, nil
 		}
 		since = next // only entries the request may not see: wait on past them

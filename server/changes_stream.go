@@ -98,7 +98,7 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 	}
 	defer leave()
 	// The first read answers in the envelope when it fails (410, 503).
-	entries, next, err := s.changes.Read(ctx, p.since, p.names, p.max)
+	entries, next, err := s.readChanges(ctx, p.since, p)
 	if errors.Is(context.Cause(ctx), errDraining) {
 		return s.refuseStream(errDraining)
 	}
@@ -123,7 +123,7 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 	if err != nil {
 		err = st.dropped(err)
 	} else {
-		err = st.run(ctx, p.since, p.visible(entries), next)
+		err = st.run(ctx, p.since, entries, next)
 	}
 	// The answer is written: why the server ended it is for the access
 	// log alone.
@@ -187,14 +187,13 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 			}
 		}
 		var err error
-		entries, next, err = s.changes.Read(ctx, pos, st.p.names, st.p.max)
+		entries, next, err = st.s.readChanges(ctx, pos, st.p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return st.ended(ctx)
 			}
 			return st.failed(err)
 		}
-		entries = st.p.visible(entries)
 	}
 }
 

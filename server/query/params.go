@@ -78,14 +78,11 @@ func parsePage(s string) int {
 	return n
 }
 
-// MaxResults reads a max_results value as lists do (parseMaxResults),
-// for the endpoints outside Parse that page too (/changes).
-func MaxResults(s string) int { return parseMaxResults(s) }
-
-// parseMaxResults is Eve's int(float(max_results)), with everything that
-// is not a positive number (garbage, 0, negatives, nan, ±inf) giving the
-// default 25 and values above 500 clamped to 500.
-func parseMaxResults(s string) int {
+// MaxResults is Eve's int(float(max_results)), with everything that is
+// not a positive number (garbage, 0, negatives, nan, ±inf) giving the
+// default 25 and values above 500 clamped to 500: for lists (Parse) and
+// the endpoints outside Parse that page too (/changes).
+func MaxResults(s string) int {
 	f, ok := pyFloat(s)
 	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
 		return defaultResults

@@ -64,7 +64,7 @@ func (c *Cursors) Parse(res *sources.Resource, id, rawQuery string) (*sources.Qu
 		Resource:   res,
 		ID:         id,
 		Page:       parsePage(a.first("page")),
-		MaxResults: parseMaxResults(a.first("max_results")),
+		MaxResults: MaxResults(a.first("max_results")),
 	}
 	if err := p.parse(); err != nil {
 		return nil, err
