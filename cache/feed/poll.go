@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,8 +91,22 @@ func (f *Feed) poll(ctx context.Context) error {
 		return err
 	}
 	for {
+		moved := false
 		for _, coll := range f.opts.Collections {
-			if err := f.pollOne(ctx, states, coll); err != nil {
+			m, err := f.pollOne(ctx, states, coll)
+			moved = moved || m
+			if err != nil {
+				if moved { // what was reported stays reported
+					err = errors.Join(err, f.savePoll(ctx, states))
+				}
+				return err
+			}
+		}
+		// Once a round, after what it found is in the cache and the log:
+		// a holder that dies before saving makes the next one report
+		// again, and the log keeps each version once.
+		if moved {
+			if err := f.savePoll(ctx, states); err != nil {
 				return err
 			}
 		}
@@ -142,25 +157,26 @@ func (f *Feed) savePoll(ctx context.Context, states map[string]*pollState) error
 }
 
 // pollOne polls one collection: from its newest write the first time
-// (reporting nothing), then from its watermark.
-func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll string) error {
+// (reporting nothing), then from its watermark. moved says whether its
+// state changed, to be saved.
+func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll string) (moved bool, err error) {
 	st := states[coll]
 	if st == nil {
 		latest, err := f.opts.Poller.Latest(ctx, coll)
 		if err != nil {
-			return err
+			return false, err
 		}
 		st = &pollState{Mark: f.capped(latest), Seen: map[string]seenDoc{}}
 		// What is there now is the starting point, not news.
 		stamps, err := f.opts.Poller.Poll(ctx, coll, st.Mark.Add(-pollOverlap), pollMaxBatch)
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, s := range stamps {
 			st.Seen[s.ID] = seenDoc{Version: stampVersion(s), Updated: s.Updated}
 		}
 		states[coll] = st
-		return f.savePoll(ctx, states)
+		return true, nil
 	}
 	if st.Seen == nil {
 		st.Seen = map[string]seenDoc{}
@@ -172,7 +188,7 @@ func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll s
 	for {
 		stamps, err := f.opts.Poller.Poll(ctx, coll, since, limit)
 		if err != nil {
-			return err
+			return moved, err
 		}
 		full := len(stamps) == limit
 		if full {
@@ -191,14 +207,16 @@ func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll s
 					limit = min(2*limit, pollMaxBatch)
 					continue
 				}
-				return f.pollFlush(ctx, states, coll, cut, whole)
+				return true, f.pollFlush(ctx, states, coll, cut, whole)
 			}
 		}
-		if err := f.pollReport(ctx, states, coll, stamps); err != nil {
-			return err
+		reported, err := f.pollReport(ctx, states, coll, stamps)
+		moved = moved || reported
+		if err != nil {
+			return moved, err
 		}
 		if !full {
-			return nil
+			return moved, nil
 		}
 		// On from the newest second read: what it holds is remembered.
 		since, limit = stamps[len(stamps)-1].Updated, pollBatch
@@ -206,8 +224,8 @@ func (f *Feed) pollOne(ctx context.Context, states map[string]*pollState, coll s
 }
 
 // pollReport reports what the poll found that it does not remember, then
-// moves the watermark and saves it.
-func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, coll string, stamps []sources.Stamp) error {
+// moves the watermark; reported says whether there was anything.
+func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, coll string, stamps []sources.Stamp) (reported bool, err error) {
 	st := states[coll]
 	var changes []sources.Change
 	mark := st.Mark
@@ -222,28 +240,31 @@ func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, col
 		}
 	}
 	if len(changes) == 0 {
-		return nil
+		return false, nil
 	}
 	if err := f.report(ctx, changes); err != nil {
-		return err
+		return false, err
 	}
 	st.Mark = f.capped(mark)
 	for _, ch := range changes {
 		st.Seen[ch.ID] = seenDoc{Version: ch.Version, Updated: ch.At}
 	}
+	// Forget only what the next poll, from the capped watermark, will
+	// not read again.
 	for id, s := range st.Seen {
-		if s.Updated.Before(mark.Add(-pollOverlap)) {
+		if s.Updated.Before(st.Mark.Add(-pollOverlap)) {
 			delete(st.Seen, id)
 		}
 	}
-	return f.savePoll(ctx, states)
+	return true, nil
 }
 
 // pollFlush gives up on seconds that hold more documents than the
 // largest batch: the collection is reported flushed (its readers resync)
 // and the poll goes on after the newest second read, never looking back
 // past it. A write stamped with that second and made after the flush is
-// missed: the price of a burst no poll can read.
+// missed: the price of a burst no poll can read. The state moves only
+// when the flush was reported.
 func (f *Feed) pollFlush(ctx context.Context, states map[string]*pollState, coll string, newest time.Time, read []sources.Stamp) error {
 	f.log.Warn("feed: more documents share a second or two of _updated than a poll reads; reporting the collection flushed",
 		"collection", coll, "updated", newest, "documents", len(read))
@@ -252,7 +273,7 @@ func (f *Feed) pollFlush(ctx context.Context, states map[string]*pollState, coll
 	}
 	after := newest.Add(time.Second)
 	states[coll] = &pollState{Mark: after, Floor: after, Seen: map[string]seenDoc{}}
-	return f.savePoll(ctx, states)
+	return nil
 }
 
 // report applies changes to the cache, then appends them to the log.

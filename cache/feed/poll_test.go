@@ -222,6 +222,14 @@ type deskStamps struct {
 	mu     sync.Mutex
 	docs   []sources.Stamp
 	latest time.Time
+	polls  int // Poll calls so far
+}
+
+// calls is how many polls ran.
+func (p *deskStamps) calls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.polls
 }
 
 func (p *deskStamps) add(stamps ...sources.Stamp) {
@@ -233,6 +241,7 @@ func (p *deskStamps) add(stamps ...sources.Stamp) {
 func (p *deskStamps) Poll(_ context.Context, coll string, since time.Time, limit int) ([]sources.Stamp, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.polls++
 	var out []sources.Stamp
 	for _, d := range p.docs {
 		if coll == "desks" && !d.Updated.Before(since) {
@@ -312,5 +321,26 @@ func TestPollFutureStamps(t *testing.T) {
 	eventually(t, "the write stamped now", func() bool { return log.count("poll update desks/now") == 1 })
 	if log.count("poll update desks/future") != 0 {
 		t.Errorf("the future document was reported: %v", log.got())
+	}
+}
+
+// Documents reported beside one stamped in the future are remembered
+// from the watermark the next poll reads from (capped at the clock's
+// time), not from the future stamp: later polls do not report them
+// again.
+func TestPollRemembersBesideFutureStamps(t *testing.T) {
+	p := &deskStamps{latest: t0}
+	log := runPoll(t, p, func() time.Time { return t0.Add(10 * time.Second) })
+	p.add(sources.Stamp{ID: "ahead", Updated: t0.Add(time.Hour), Version: "a"},
+		sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
+	eventually(t, "both writes", func() bool {
+		return log.count("poll update desks/now") > 0 && log.count("poll update desks/ahead") > 0
+	})
+	after := p.calls()
+	eventually(t, "ten more polls", func() bool { return p.calls() >= after+10 })
+	for _, id := range []string{"now", "ahead"} {
+		if n := log.count("poll update desks/" + id); n != 1 {
+			t.Errorf("%s reported %d times, want once: %v", id, n, log.got())
+		}
 	}
 }
