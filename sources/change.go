@@ -1,6 +1,10 @@
 package sources
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
 
 // Operations a Change reports.
 const (
@@ -51,4 +55,12 @@ func ResourcesOf(collection string) []*Resource {
 		}
 	}
 	return out
+}
+
+// VersionOf is a Change's Version made from bytes that name the change
+// alike on every replica (an event's resume token, a document's
+// content): 16 hex digits of their SHA-256.
+func VersionOf(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
 }

@@ -2,8 +2,6 @@ package mongo
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -94,7 +92,7 @@ func (s *Store) Watch(ctx context.Context, collections []string, token []byte, e
 			ch.Op = sources.OpFlush
 		}
 		tok := []byte(cs.ResumeToken())
-		ch.Version = eventVersion(tok)
+		ch.Version = sources.VersionOf(tok) // the event's id: a watcher resuming after a takeover reports the same versions
 		if err := emit(ch, tok); err != nil {
 			return err
 		}
@@ -103,14 +101,6 @@ func (s *Store) Watch(ctx context.Context, collections []string, token []byte, e
 		return err
 	}
 	return classifyStream(cs.Err())
-}
-
-// eventVersion is a change's Version: 16 hex digits of a hash of its
-// event's resume token, which is the event's id. A watcher that resumes
-// after a takeover reports the same events with the same versions.
-func eventVersion(token []byte) string {
-	h := sha256.Sum256(token)
-	return hex.EncodeToString(h[:8])
 }
 
 func idString(v any) string {

@@ -3,8 +3,6 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -152,9 +150,9 @@ func diff(prev, next *Store, at time.Time) []sources.Change {
 			o, ok := old[k]
 			switch {
 			case !ok:
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: contentVersion(now)})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: sources.VersionOf(now)})
 			case !bytes.Equal(codec.AppendJSON(nil, o), now):
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: contentVersion(now)})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: sources.VersionOf(now)})
 			}
 		}
 		for k := range old {
@@ -169,13 +167,6 @@ func diff(prev, next *Store, at time.Time) []sources.Change {
 // deletedVersion is the Version of a deletion: a document deleted, then
 // written again, has changed twice.
 const deletedVersion = "deleted"
-
-// contentVersion names a document's content: 16 hex digits of the
-// SHA-256 of its JSON.
-func contentVersion(json []byte) string {
-	h := sha256.Sum256(json)
-	return hex.EncodeToString(h[:8])
-}
 
 // String is the id as URLs and Change carry it.
 func (k idKey) String() string {
