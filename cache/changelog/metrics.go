@@ -15,7 +15,7 @@ const (
 // sourceOps are the operations each source reports, whose series exist
 // at 0 from the start.
 var sourceOps = map[string][]string{
-	SourceStream:  {sources.OpInsert, sources.OpUpdate, sources.OpReplace, sources.OpDelete, sources.OpFlush},
+	SourceStream:  ops, // every one
 	SourcePoll:    {sources.OpUpdate, sources.OpFlush},
 	SourceSandbox: {sources.OpInsert, sources.OpUpdate, sources.OpDelete},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -242,9 +243,7 @@ func (t *Tier) StreamSnapshot(ctx context.Context, n int) (StreamState, []Stream
 	if err != nil {
 		return st, nil, fmt.Errorf("redistier: stream snapshot: %w", err)
 	}
-	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
-		recs[i], recs[j] = recs[j], recs[i]
-	}
+	slices.Reverse(recs)
 	return st, recs, nil
 }
 
