@@ -8,6 +8,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // coldKeyStorm sends n concurrent requests for q to each replica while the
@@ -40,7 +41,7 @@ func coldKeyStorm(t *testing.T, e *env, replicas []*Cache, q *sources.Query, n i
 		}
 	}
 	leases := e.metrics.Counter("prodapi_cache_fleet_leases_total", "result")
-	eventually(t, "one replica to load and the others to wait", func() bool {
+	testkit.Eventually(t, "one replica to load and the others to wait", func() bool {
 		return leases.Value("won") == 1 && leases.Value("waited") == uint64(len(replicas)-1)
 	})
 	close(release)
@@ -87,7 +88,7 @@ func TestFleetLeaseLapses(t *testing.T) {
 		done <- rep
 	}()
 	leases := e.metrics.Counter("prodapi_cache_fleet_leases_total", "result")
-	eventually(t, "the replica to wait", func() bool { return leases.Value("waited") == 1 })
+	testkit.Eventually(t, "the replica to wait", func() bool { return leases.Value("waited") == 1 })
 	if e.be.count(q) != 0 {
 		t.Fatal("loaded while another replica held the lease")
 	}
@@ -126,7 +127,7 @@ func TestFleetLeaseReleasedOnFailure(t *testing.T) {
 		}()
 	}
 	leases := e.metrics.Counter("prodapi_cache_fleet_leases_total", "result")
-	eventually(t, "one to load and one to wait", func() bool { return leases.Value("won") == 1 && leases.Value("waited") == 1 })
+	testkit.Eventually(t, "one to load and one to wait", func() bool { return leases.Value("won") == 1 && leases.Value("waited") == 1 })
 	close(release)
 	var failed, ok int
 	for range 2 {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // A Redis hit whose tags the replica has read within LocalTTL, while
@@ -59,7 +61,7 @@ func TestRedisHitChecksKnownGenerations(t *testing.T) {
 	if err := e.c.Changed(ctx, "items", "i1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b to apply the invalidation", func() bool {
+	testkit.Eventually(t, "b to apply the invalidation", func() bool {
 		return e.metrics.Counter("prodapi_cache_invalidations_applied_total", "").Value() >= applied+2
 	})
 	rep, err := b.Load(ctx, i1)

@@ -20,26 +20,11 @@ import (
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
-// A clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2024, 1, 15, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2024, 1, 15, 12, 0, 0, 0, time.UTC))
 }
 
 // A backend is a fake renderer: it answers every query with a body naming
@@ -185,7 +170,7 @@ func version(t testing.TB, rep *sources.Representation) string {
 type env struct {
 	c         *Cache
 	be        *backend
-	clock     *clock
+	clock     *testkit.Clock
 	m         *miniredis.Miniredis // nil without Redis
 	rdb       *redis.Client
 	realRDB   redis.UniversalClient // on a real redis-server

@@ -11,6 +11,7 @@ import (
 	"github.com/prodapi/prodapi/cache/redistier"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // The real-Redis tests start their own redis-server processes through
@@ -259,7 +260,7 @@ func TestRealRedisHungMissWaitsOneBudget(t *testing.T) {
 	// busy machine a first call may spend the short budget on its own.
 	calls := e.metrics.Histogram("prodapi_cache_redis_duration_seconds", "", nil, "op")
 	warm := 0
-	eventually(t, "a miss on a healthy Redis making lease and generations calls", func() bool {
+	testkit.Eventually(t, "a miss on a healthy Redis making lease and generations calls", func() bool {
 		warm++
 		e.load(t, detail(t, "items", fmt.Sprintf("warm%d", warm)))
 		e.settle()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // withDocs makes the backend name the documents each answer was built
@@ -33,23 +34,11 @@ func withDocs(e *env) {
 	})
 }
 
-// eventually waits, up to 10s, for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // subscribed waits until the replicas counting into e.metrics have
 // subscribed n times.
 func subscribed(t testing.TB, e *env, n uint64) {
 	t.Helper()
-	eventually(t, "the replicas to subscribe", func() bool {
+	testkit.Eventually(t, "the replicas to subscribe", func() bool {
 		return e.metrics.Counter("prodapi_cache_invalidation_subscriptions_total", "").Value() >= n
 	})
 }
@@ -141,8 +130,8 @@ func TestChangedObsoletesEveryReplica(t *testing.T) {
 	if v := version(t, e.load(t, i1)); v != "2" {
 		t.Errorf("a: i1 v%s after Changed, want 2", v)
 	}
-	eventually(t, "b to drop i1", func() bool { return !localHas(b, i1) })
-	eventually(t, "b to drop the items list", func() bool { return !localHas(b, items) })
+	testkit.Eventually(t, "b to drop i1", func() bool { return !localHas(b, i1) })
+	testkit.Eventually(t, "b to drop the items list", func() bool { return !localHas(b, items) })
 	for _, q := range []*sources.Query{i1, items} {
 		rep, err := b.Load(ctx, q)
 		if err != nil {
@@ -339,7 +328,7 @@ func TestRealRedisInvalidationAndRestart(t *testing.T) {
 	if err := e.c.Changed(ctx, "items", "i1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b to drop i1", func() bool { return !localHas(b, q) })
+	testkit.Eventually(t, "b to drop i1", func() bool { return !localHas(b, q) })
 	if !localHas(b, other) {
 		t.Error("b dropped i2 too")
 	}
@@ -349,7 +338,7 @@ func TestRealRedisInvalidationAndRestart(t *testing.T) {
 	subs := e.metrics.Counter("prodapi_cache_invalidation_subscriptions_total", "").Value()
 	srv.Stop(10 * time.Second)
 	realserver.StartRedis(t, srv.Port)
-	eventually(t, "both replicas to subscribe again", func() bool {
+	testkit.Eventually(t, "both replicas to subscribe again", func() bool {
 		return e.metrics.Counter("prodapi_cache_invalidation_subscriptions_total", "").Value() >= subs+2
 	})
 	if localHas(b, other) || localHas(e.c, other) {

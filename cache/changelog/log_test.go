@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // quiet drops go-redis' own log lines (dial failures while a test has
@@ -28,24 +28,6 @@ func (quiet) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	redis.SetLogger(quiet{}) // this test binary owns the process
 	os.Exit(m.Run())
-}
-
-// A clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 var all = resourceNames()
@@ -101,22 +83,10 @@ func readAll(t *testing.T, l *Log, since string, resources []string) ([]sources.
 // a replica serves what its follower has read, a moment after the append.
 func caughtUp(t *testing.T, l *Log, since string, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d entries after %s", n, since), func() bool {
+	testkit.Eventually(t, fmt.Sprintf("%d entries after %s", n, since), func() bool {
 		got, _ := readAll(t, l, since, all)
 		return len(got) >= n
 	})
-}
-
-// eventually waits, up to 30s, for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // testLog is what every log does, ring or stream: newLog returns a log
@@ -242,7 +212,7 @@ func TestRing(t *testing.T) {
 // The ring keeps MaxEntries and Retain; a token older than what it keeps
 // has expired, as has one from before a restart.
 func TestRingTrims(t *testing.T) {
-	c := &clock{t: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
 	reg := metrics.NewMetrics()
 	l := New(nil, Options{MaxEntries: 3, Retain: time.Hour, Now: c.Now, Metrics: reg})
 	_, start, _ := l.Read(t.Context(), "now", all, 1)
@@ -379,11 +349,11 @@ func TestRealRedisLogFleet(t *testing.T) {
 	}
 	mustAppend(t, b, SourceSandbox, edit("i3", "v1"))
 	for name, l := range map[string]*Log{"a": a, "b": b, "c": c} {
-		eventually(t, name+" expiring the old token", func() bool {
+		testkit.Eventually(t, name+" expiring the old token", func() bool {
 			_, _, err := l.Read(t.Context(), old, all, 10)
 			return errors.Is(err, sources.ErrExpired)
 		})
-		eventually(t, name+" following the new stream", func() bool {
+		testkit.Eventually(t, name+" following the new stream", func() bool {
 			got, _ := readAll(t, l, "", all)
 			return slices.Equal(ids(got), []string{"items/i3 update"})
 		})
@@ -420,7 +390,7 @@ func TestRealRedisLogExpires(t *testing.T) {
 		if _, _, err := l.Read(t.Context(), first[0].Token, all, 10); !errors.Is(err, sources.ErrExpired) {
 			t.Errorf("%s: a trimmed entry's token: %v, want ErrExpired", name, err)
 		}
-		eventually(t, name+" holding the newest", func() bool {
+		testkit.Eventually(t, name+" holding the newest", func() bool {
 			got, _ := readAll(t, l, "", all)
 			return slices.Equal(ids(got), []string{"desks/d2 update", "desks/d3 update", "desks/d4 update"})
 		})
@@ -448,12 +418,12 @@ func TestRealRedisLogClusterAndSentinel(t *testing.T) {
 		if _, err := s.WaitFailover(m); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "an append after the failover", func() bool {
+		testkit.Eventually(t, "an append after the failover", func() bool {
 			return a.Append(t.Context(), SourceSandbox, []sources.Change{change("desks", "after", sources.OpUpdate)}) == nil
 		})
 		// The replica may have missed the newest entries (replication is
 		// asynchronous); what comes after them reaches b.
-		eventually(t, "b following the promoted master", func() bool {
+		testkit.Eventually(t, "b following the promoted master", func() bool {
 			got, _, err := b.Read(t.Context(), before, all, 100)
 			return err == nil && slices.Contains(ids(got), "desks/after update")
 		})

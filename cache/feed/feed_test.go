@@ -16,6 +16,7 @@ import (
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // recorder is an Applier that keeps what it was given.
@@ -40,17 +41,6 @@ func (r *recorder) has(op, coll, id string) bool {
 		}
 	}
 	return false
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // replica is one prodapi's feed: its own Mongo and Redis clients, its
@@ -126,7 +116,7 @@ func TestOneWatcherAndTakeover(t *testing.T) {
 	rs := realserver.StartRedis(t, 0)
 	a := startReplica(t, srv, rs.URL(), nil)
 	b := startReplica(t, srv, rs.URL(), nil)
-	eventually(t, "one watcher", func() bool {
+	testkit.Eventually(t, "one watcher", func() bool {
 		sa, sb := a.f.Status(), b.f.Status()
 		return (sa == feed.StatusWatching && sb == feed.StatusFollowing) || (sa == feed.StatusFollowing && sb == feed.StatusWatching)
 	})
@@ -138,7 +128,7 @@ func TestOneWatcherAndTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Change("archive", "update", "a1")
-	eventually(t, "the watcher to apply the change", func() bool { return watcher.rec.has("update", "archive", "a1") })
+	testkit.Eventually(t, "the watcher to apply the change", func() bool { return watcher.rec.has("update", "archive", "a1") })
 	if follower.rec.has("update", "archive", "a1") {
 		t.Error("the follower watched too")
 	}
@@ -148,15 +138,15 @@ func TestOneWatcherAndTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	eventually(t, "the token to be kept", func() bool {
+	testkit.Eventually(t, "the token to be kept", func() bool {
 		return rdb.Exists(context.Background(), "prodapi:v1:feed:mongo:token").Val() == 1
 	})
 	if err := watcher.stop(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run: %v", err)
 	}
 	srv.Change("planning", "delete", "p1") // while nobody watches
-	eventually(t, "the follower to take over", func() bool { return follower.f.Status() == feed.StatusWatching })
-	eventually(t, "the change made between them", func() bool { return follower.rec.has("delete", "planning", "p1") })
+	testkit.Eventually(t, "the follower to take over", func() bool { return follower.f.Status() == feed.StatusWatching })
+	testkit.Eventually(t, "the change made between them", func() bool { return follower.rec.has("delete", "planning", "p1") })
 	if follower.rec.has("update", "archive", "a1") {
 		t.Error("the new watcher replayed a change the first had applied")
 	}
@@ -179,7 +169,7 @@ func TestTakeoverAfterLeaseLapses(t *testing.T) {
 	}
 	m := metrics.NewMetrics()
 	r := startReplica(t, srv, rs.URL(), m)
-	eventually(t, "the takeover", func() bool { return r.f.Status() == feed.StatusWatching })
+	testkit.Eventually(t, "the takeover", func() bool { return r.f.Status() == feed.StatusWatching })
 	if m.Gauge("prodapi_feed_leader", "").Value() != 1 {
 		t.Error("leadership not shown")
 	}
@@ -190,20 +180,20 @@ func TestHistoryLostFlushes(t *testing.T) {
 	srv.EnableChangeStreams()
 	rs := realserver.StartRedis(t, 0)
 	r := startReplica(t, srv, rs.URL(), nil)
-	eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
+	testkit.Eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
 	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
 		t.Fatal(err)
 	}
 	srv.Change("archive", "update", "a1")
-	eventually(t, "the change", func() bool { return r.rec.has("update", "archive", "a1") })
+	testkit.Eventually(t, "the change", func() bool { return r.rec.has("update", "archive", "a1") })
 	// The oplog rolls over while the stream is open.
 	srv.TruncateChanges()
-	eventually(t, "the flush", func() bool {
+	testkit.Eventually(t, "the flush", func() bool {
 		return r.rec.has(sources.OpFlush, "archive", "") && r.rec.has(sources.OpFlush, "planning", "")
 	})
 	// And it goes on from now, once the new stream is open: a getMore
 	// after its aggregate.
-	eventually(t, "a new stream", func() bool {
+	testkit.Eventually(t, "a new stream", func() bool {
 		aggregates := 0
 		for _, c := range srv.Commands() {
 			switch {
@@ -216,7 +206,7 @@ func TestHistoryLostFlushes(t *testing.T) {
 		return false
 	})
 	srv.Change("events", "insert", "e1")
-	eventually(t, "a change after the flush", func() bool { return r.rec.has("insert", "events", "e1") })
+	testkit.Eventually(t, "a change after the flush", func() bool { return r.rec.has("insert", "events", "e1") })
 }
 
 func TestNoChangeStreams(t *testing.T) {
@@ -246,12 +236,12 @@ func TestWatchAppendsToTheLog(t *testing.T) {
 	rs := realserver.StartRedis(t, 0)
 	log := &logRecorder{}
 	r := startReplicaLog(t, srv, rs.URL(), nil, log)
-	eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
+	testkit.Eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
 	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
 		t.Fatal(err)
 	}
 	srv.Change("archive", "update", "a1")
-	eventually(t, "the change in the log", func() bool { return log.count("stream update archive/a1") == 1 })
+	testkit.Eventually(t, "the change in the log", func() bool { return log.count("stream update archive/a1") == 1 })
 	if r.f.Mode() != feed.ModeStream {
 		t.Errorf("mode %q, want stream", r.f.Mode())
 	}
@@ -267,7 +257,7 @@ func TestWatchAppendsToTheLog(t *testing.T) {
 	}
 	log.mu.Unlock()
 	srv.Change("desks", "insert", "d1")
-	eventually(t, "the change in the log after a retry", func() bool { return log.count("stream insert desks/d1") == 1 })
+	testkit.Eventually(t, "the change in the log after a retry", func() bool { return log.count("stream insert desks/d1") == 1 })
 	if !r.rec.has("insert", "desks", "d1") {
 		t.Error("the cache did not hear of it")
 	}

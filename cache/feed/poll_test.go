@@ -16,6 +16,7 @@ import (
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // logRecorder is a change log that keeps what it was given; fail, when
@@ -92,7 +93,7 @@ func polled(t *testing.T, srv *mongotest.Server) {
 	t.Helper()
 	start := len(srv.Named("find"))
 	n := len(sources.Collections)
-	eventually(t, "two more polls", func() bool { return len(srv.Named("find")) >= start+2*n+1 })
+	testkit.Eventually(t, "two more polls", func() bool { return len(srv.Named("find")) >= start+2*n+1 })
 }
 
 // Without change streams the holder polls _updated: what was there at
@@ -104,7 +105,7 @@ func TestPollFallback(t *testing.T) {
 	rs := realserver.StartRedis(t, 0)
 	a := startPoller(t, srv, rs.URL())
 	b := startPoller(t, srv, rs.URL())
-	eventually(t, "one poller", func() bool {
+	testkit.Eventually(t, "one poller", func() bool {
 		sa, sb := a.f.Status(), b.f.Status()
 		return sa == feed.StatusPolling && sb == feed.StatusFollowing || sa == feed.StatusFollowing && sb == feed.StatusPolling
 	})
@@ -112,7 +113,7 @@ func TestPollFallback(t *testing.T) {
 	if b.f.Status() == feed.StatusPolling {
 		holder, other = b, a
 	}
-	eventually(t, "the other replica to hear the fleet polls", func() bool { return other.f.Mode() == feed.ModePoll })
+	testkit.Eventually(t, "the other replica to hear the fleet polls", func() bool { return other.f.Mode() == feed.ModePoll })
 	polled(t, srv)
 	if got := holder.log.got(); len(got) != 0 {
 		t.Errorf("reported what was there at the start: %v", got)
@@ -130,7 +131,7 @@ func TestPollFallback(t *testing.T) {
 		}
 	}
 	want := []string{"poll update desks/d0", "poll update desks/d1", "poll update desks/d2"}
-	eventually(t, "the writes in the log", func() bool {
+	testkit.Eventually(t, "the writes in the log", func() bool {
 		got := holder.log.got()
 		slices.Sort(got)
 		return slices.Equal(got, want)
@@ -155,15 +156,15 @@ func TestPollTakeover(t *testing.T) {
 	srv := mongotest.Start(t, map[string][]*sources.Doc{"desks": {desk("d0", 0, "e0")}})
 	rs := realserver.StartRedis(t, 0)
 	a := startPoller(t, srv, rs.URL())
-	eventually(t, "polling", func() bool { return a.f.Status() == feed.StatusPolling })
+	testkit.Eventually(t, "polling", func() bool { return a.f.Status() == feed.StatusPolling })
 	polled(t, srv) // the start is behind it
 	if err := srv.Replace("desks", desk("d1", time.Second, "e1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first write", func() bool { return a.log.count("poll update desks/d1") == 1 })
+	testkit.Eventually(t, "the first write", func() bool { return a.log.count("poll update desks/d1") == 1 })
 	rdb := realserver.RedisClient(rs.Addr())
 	defer rdb.Close()
-	eventually(t, "the watermark saved", func() bool {
+	testkit.Eventually(t, "the watermark saved", func() bool {
 		b, _ := rdb.Get(context.Background(), "prodapi:v1:feed:mongo-poll:token").Bytes()
 		return strings.Contains(string(b), `"d1"`)
 	})
@@ -178,7 +179,7 @@ func TestPollTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startPoller(t, srv, rs.URL())
-	eventually(t, "the write made between them", func() bool { return b.log.count("poll update desks/d2") == 1 })
+	testkit.Eventually(t, "the write made between them", func() bool { return b.log.count("poll update desks/d2") == 1 })
 	if b.log.count("poll update desks/d1") != 0 {
 		t.Error("the new holder reported the first write again")
 	}
@@ -190,7 +191,7 @@ func TestPollRetriesTheLog(t *testing.T) {
 	srv := mongotest.Start(t, map[string][]*sources.Doc{"desks": {desk("d0", 0, "e0")}})
 	rs := realserver.StartRedis(t, 0)
 	p := startPoller(t, srv, rs.URL())
-	eventually(t, "polling", func() bool { return p.f.Status() == feed.StatusPolling })
+	testkit.Eventually(t, "polling", func() bool { return p.f.Status() == feed.StatusPolling })
 	polled(t, srv)
 	var down sync.Mutex
 	failing := true
@@ -200,11 +201,11 @@ func TestPollRetriesTheLog(t *testing.T) {
 	if err := srv.Replace("desks", desk("d1", time.Second, "e1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the feed retrying", func() bool { return p.f.Status() == feed.StatusRetrying })
+	testkit.Eventually(t, "the feed retrying", func() bool { return p.f.Status() == feed.StatusRetrying })
 	down.Lock()
 	failing = false
 	down.Unlock()
-	eventually(t, "the write in the log", func() bool { return p.log.count("poll update desks/d1") == 1 })
+	testkit.Eventually(t, "the write in the log", func() bool { return p.log.count("poll update desks/d1") == 1 })
 }
 
 // standalone is a server without change streams.
@@ -274,7 +275,7 @@ func runPoll(t *testing.T, p feed.Poller, now func() time.Time) *logRecorder {
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+	testkit.Eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
 	return log
 }
 
@@ -293,13 +294,13 @@ func TestPollCrowdedSeconds(t *testing.T) {
 	log := runPoll(t, p, nil)
 
 	add(2500, time.Second) // more than a batch, one second
-	eventually(t, "the crowded second", func() bool { return len(log.got()) == 2500 })
+	testkit.Eventually(t, "the crowded second", func() bool { return len(log.got()) == 2500 })
 	add(600, 1500*time.Millisecond) // two seconds that fill a batch
 	add(600, 1700*time.Millisecond)
-	eventually(t, "the two crowded seconds", func() bool { return len(log.got()) == 3700 })
+	testkit.Eventually(t, "the two crowded seconds", func() bool { return len(log.got()) == 3700 })
 	add(70000, 2*time.Second) // more than the largest batch
 	add(1, 3*time.Second)
-	eventually(t, "the flush, and the write after it", func() bool {
+	testkit.Eventually(t, "the flush, and the write after it", func() bool {
 		return log.count("poll flush desks/") == 1 && log.count("poll update desks/3s-000000") == 1
 	})
 	if n := len(log.got()); n != 3702 {
@@ -307,7 +308,7 @@ func TestPollCrowdedSeconds(t *testing.T) {
 	}
 	add(600, 4*time.Second) // a batch reads the first second whole, and the next
 	add(600, 5*time.Second) // starts in it again: it must read further, not loop
-	eventually(t, "the seconds that start batches alike", func() bool { return len(log.got()) == 4902 })
+	testkit.Eventually(t, "the seconds that start batches alike", func() bool { return len(log.got()) == 4902 })
 }
 
 // A document stamped in the future does not hold the watermark there:
@@ -318,7 +319,7 @@ func TestPollFutureStamps(t *testing.T) {
 	p.add(sources.Stamp{ID: "future", Updated: t0.Add(time.Hour), Version: "f"})
 	log := runPoll(t, p, func() time.Time { return t0.Add(10 * time.Second) })
 	p.add(sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
-	eventually(t, "the write stamped now", func() bool { return log.count("poll update desks/now") == 1 })
+	testkit.Eventually(t, "the write stamped now", func() bool { return log.count("poll update desks/now") == 1 })
 	if log.count("poll update desks/future") != 0 {
 		t.Errorf("the future document was reported: %v", log.got())
 	}
@@ -333,11 +334,11 @@ func TestPollRemembersBesideFutureStamps(t *testing.T) {
 	log := runPoll(t, p, func() time.Time { return t0.Add(10 * time.Second) })
 	p.add(sources.Stamp{ID: "ahead", Updated: t0.Add(time.Hour), Version: "a"},
 		sources.Stamp{ID: "now", Updated: t0.Add(10 * time.Second), Version: "n"})
-	eventually(t, "both writes", func() bool {
+	testkit.Eventually(t, "both writes", func() bool {
 		return log.count("poll update desks/now") > 0 && log.count("poll update desks/ahead") > 0
 	})
 	after := p.calls()
-	eventually(t, "ten more polls", func() bool { return p.calls() >= after+10 })
+	testkit.Eventually(t, "ten more polls", func() bool { return p.calls() >= after+10 })
 	for _, id := range []string{"now", "ahead"} {
 		if n := log.count("poll update desks/" + id); n != 1 {
 			t.Errorf("%s reported %d times, want once: %v", id, n, log.got())

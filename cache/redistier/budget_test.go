@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // On a hung Redis, the first call of a request waits the whole budget;
@@ -37,7 +39,7 @@ func TestBudgetBoundsARequestsCalls(t *testing.T) {
 	}
 	tr.SetAndWait(ctx, "k", []byte("v"), time.Minute)
 
-	eventually(t, "the GET and the queued SET to reach Redis", func() bool { return len(h.heard()) >= 2 })
+	testkit.Eventually(t, "the GET and the queued SET to reach Redis", func() bool { return len(h.heard()) >= 2 })
 	tr.Settle()
 	var names []string
 	for _, c := range h.heard() {
@@ -67,7 +69,7 @@ func TestWithoutBudgetEveryCallIsMade(t *testing.T) {
 	wg.Go(func() { tr.Gens(ctx, []string{"all"}) })
 	wg.Go(func() { tr.TryLoadLease(ctx, "k", time.Second) })
 	wg.Wait()
-	eventually(t, "three calls to reach Redis", func() bool { return len(h.heard()) == 3 })
+	testkit.Eventually(t, "three calls to reach Redis", func() bool { return len(h.heard()) == 3 })
 }
 
 // A call takes from the budget what it waited, no more than its share:

@@ -3,7 +3,6 @@ package redistier
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // quiet drops go-redis' own log lines (dial failures while a test has
@@ -27,24 +27,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2024, 1, 15, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2024, 1, 15, 12, 0, 0, 0, time.UTC))
 }
 
 // An env is a tier on miniredis, with its metrics and clock.
@@ -52,7 +36,7 @@ type env struct {
 	t       *Tier
 	m       *miniredis.Miniredis
 	rdb     *redis.Client
-	clock   *clock
+	clock   *testkit.Clock
 	metrics *metrics.Metrics
 }
 
@@ -98,17 +82,5 @@ func closeTier(t testing.TB, tr *Tier) {
 	defer cancel()
 	if err := tr.Close(ctx); err != nil {
 		t.Errorf("Close: %v", err)
-	}
-}
-
-// eventually waits, up to 10s, for cond.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 func TestGet(t *testing.T) {
@@ -236,12 +237,12 @@ func TestPubSub(t *testing.T) {
 	e.t.Subscribe(la)
 	b.Subscribe(lb)
 	subs := e.metrics.Counter("prodapi_cache_invalidation_subscriptions_total", "")
-	eventually(t, "both to subscribe", func() bool { return subs.Value() == 2 })
+	testkit.Eventually(t, "both to subscribe", func() bool { return subs.Value() == 2 })
 	if err := e.t.Publish(ctx, "doc:items/a\nlist:items"); err != nil {
 		t.Fatal(err)
 	}
 	received := e.metrics.Counter("prodapi_cache_invalidations_received_total", "")
-	eventually(t, "both to receive it", func() bool { return received.Value() == 2 })
+	testkit.Eventually(t, "both to receive it", func() bool { return received.Value() == 2 })
 	if got, want := lb.seen(), []string{"subscribed", "message doc:items/a\nlist:items"}; !slices.Equal(got, want) {
 		t.Errorf("b heard %q, want %q", got, want)
 	}
@@ -255,22 +256,22 @@ func TestPubSub(t *testing.T) {
 	if err := e.t.Publish(ctx, "res:events"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b to hear the next one", func() bool { return len(lb.seen()) == 3 })
+	testkit.Eventually(t, "b to hear the next one", func() bool { return len(lb.seen()) == 3 })
 	if got := lb.seen()[2]; got != "message res:events" {
 		t.Errorf("b heard %q after the malformed ones", got)
 	}
 
 	// Redis goes away and comes back.
 	e.m.Close()
-	eventually(t, "b to lose its subscription", func() bool { return slices.Contains(lb.seen(), "unsubscribed") })
+	testkit.Eventually(t, "b to lose its subscription", func() bool { return slices.Contains(lb.seen(), "unsubscribed") })
 	if got := e.metrics.Gauge("prodapi_cache_invalidation_subscribed", "").Value(); got != 0 {
 		t.Errorf("subscribed gauge %v while Redis is down, want 0", got)
 	}
 	if err := e.m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b to subscribe again", func() bool { return slices.Contains(lb.seen(), "subscribed after a loss") })
-	eventually(t, "the gauge to show it", func() bool {
+	testkit.Eventually(t, "b to subscribe again", func() bool { return slices.Contains(lb.seen(), "subscribed after a loss") })
+	testkit.Eventually(t, "the gauge to show it", func() bool {
 		return e.metrics.Gauge("prodapi_cache_invalidation_subscribed", "").Value() == 1
 	})
 }

@@ -3,7 +3,6 @@ package elastic_test
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,36 +11,19 @@ import (
 	"github.com/prodapi/prodapi/sources"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
+	"github.com/prodapi/prodapi/test/testkit"
 )
-
-// clock is a clock tests move by hand, shared by a fake and a store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // walkFixture is a fake of version v and a store on it, both on clk,
 // with points in time kept alive for keepAlive.
-func walkFixture(t *testing.T, v estest.Version, clk *clock, keepAlive time.Duration) (*estest.Server, *essrc.Store) {
+func walkFixture(t *testing.T, v estest.Version, clk *testkit.Clock, keepAlive time.Duration) (*estest.Server, *essrc.Store) {
 	t.Helper()
-	fake := estest.New(t, estest.Options{Version: v, Docs: newsroom(), Now: clk.now})
+	fake := estest.New(t, estest.Options{Version: v, Docs: newsroom(), Now: clk.Now})
 	client, err := elasticsearch.NewClient(essrc.Config(fake.URL, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake, essrc.New(client, essrc.Options{Index: "superdesk", PITKeepAlive: keepAlive, Now: clk.now})
+	return fake, essrc.New(client, essrc.Options{Index: "superdesk", PITKeepAlive: keepAlive, Now: clk.Now})
 }
 
 func walkQuery(t *testing.T, res, body string, after *sources.Position) *sources.Query {
@@ -59,7 +41,7 @@ func TestWalkRequests(t *testing.T) {
 	const items = `{"query":{"bool":{}},"sort":[{"_updated":{"order":"desc"}}],"size":1,"track_total_hits":10000}`
 	for _, v := range versions {
 		t.Run(string(v), func(t *testing.T) {
-			clk := &clock{t: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
+			clk := testkit.NewClock(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
 			fake, store := walkFixture(t, v, clk, 10*time.Minute)
 
 			fake.Clear()
@@ -104,7 +86,7 @@ func TestWalkRequests(t *testing.T) {
 				}
 				return
 			}
-			if page.Next.PIT == "" || !page.Next.Expires.Equal(clk.now().Add(10*time.Minute)) {
+			if page.Next.PIT == "" || !page.Next.Expires.Equal(clk.Now().Add(10*time.Minute)) {
 				t.Errorf("8.x walk position %+v, want a point in time lapsing in 10 minutes", page.Next)
 			}
 			reqs := fake.Requests()
@@ -135,18 +117,18 @@ func TestWalkRequests(t *testing.T) {
 // made on 7.x.
 func TestWalkPointInTimeLapses(t *testing.T) {
 	const body = `{"query":{"bool":{}},"sort":[{"_updated":{"order":"desc"}}],"size":1,"track_total_hits":10000}`
-	clk := &clock{t: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC))
 	fake, store := walkFixture(t, estest.V8, clk, time.Minute)
 	first, err := store.Find(t.Context(), walkQuery(t, "assignments", body, nil))
 	if err != nil || first.Next == nil {
 		t.Fatalf("first page: %+v, %v", first, err)
 	}
-	clk.add(59 * time.Second)
+	clk.Advance(59 * time.Second)
 	second, err := store.Find(t.Context(), walkQuery(t, "assignments", body, first.Next))
 	if err != nil || second.Next == nil {
 		t.Fatalf("a page within the keep-alive: %+v, %v", second, err)
 	}
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	_, err = store.Find(t.Context(), walkQuery(t, "assignments", body, second.Next))
 	if !errors.Is(err, sources.ErrCursor) || !errors.Is(err, sources.ErrInvalid) {
 		t.Errorf("a page after the keep-alive: %v, want ErrCursor", err)
@@ -170,7 +152,7 @@ func TestWalkPointInTimeLapses(t *testing.T) {
 // opens no point in time.
 func TestWalkMissingIndex(t *testing.T) {
 	for _, v := range versions {
-		clk := &clock{t: time.Now()}
+		clk := testkit.NewClock(time.Now())
 		fake, store := walkFixture(t, v, clk, time.Minute)
 		res, err := store.Find(t.Context(), walkQuery(t, "planning", `{"query":{"bool":{}},"sort":[{"_updated":{"order":"desc"}}],"size":1}`, nil))
 		if err != nil || len(res.Docs) != 0 || res.Next != nil {
@@ -189,7 +171,7 @@ func TestWalkMissingIndex(t *testing.T) {
 // 8.x refuses to sort on _id, as the real server does by default.
 func TestFakeRefusesIDSortOn8(t *testing.T) {
 	for _, v := range versions {
-		_, store := walkFixture(t, v, &clock{t: time.Now()}, time.Minute)
+		_, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
 		q := &sources.Query{Resource: resource("contacts"), Page: 1, MaxResults: 2,
 			Search: decode(t, `{"query":{"bool":{}},"sort":[{"_id":{"order":"asc"}}],"size":2}`)}
 		_, err := store.Find(t.Context(), q)

@@ -1,0 +1,50 @@
+// Package testkit holds what tests across the module need alike: a
+// clock moved by hand and a wait for a condition. Only tests import it.
+package testkit
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// A Clock is a time source a test sets and moves; safe for concurrent
+// use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock by d (back when d is negative).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Wait is how long Eventually waits: generous, as a busy machine makes
+// everything slow, and only a failing test ever waits it out.
+const Wait = time.Minute
+
+// Eventually polls cond every millisecond until it holds, and fails t
+// when it still does not after Wait.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
