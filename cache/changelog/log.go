@@ -3,8 +3,6 @@ package changelog
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,7 +103,7 @@ func New(stream Stream, opts Options) *Log {
 	}
 	l.m = newSeries(opts.Metrics)
 	if stream == nil {
-		l.epoch = newEpoch()
+		l.epoch = redistier.NewEpoch() // a boot id, in the form of the stream's
 		l.m.following.Set(1)
 		close(l.done)
 		return l
@@ -115,13 +113,6 @@ func New(stream Stream, opts Options) *Log {
 	// Ends when Close cancels ctx (within followBlock).
 	go l.follow(ctx)
 	return l
-}
-
-// newEpoch is a ring's epoch: a boot id, 16 hex digits.
-func newEpoch() string {
-	var b [epochLen / 2]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Close stops following the stream, waiting for the follower until ctx

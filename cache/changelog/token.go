@@ -55,7 +55,8 @@ type token struct {
 	pos   position
 }
 
-// epochLen is the length of an epoch: 16 lowercase hex digits.
+// epochLen is the length of an epoch: 16 lowercase hex digits, as
+// redistier.NewEpoch makes them.
 const epochLen = 16
 
 func (t token) String() string { return t.epoch + "-" + t.pos.String() }

@@ -176,6 +176,11 @@ end
 return {epoch, redis.call('HGET', meta, 'trimmed'), last, redis.call('XLEN', stream),
   redis.call('XRANGE', stream, ARGV[1], '+', 'COUNT', ARGV[2])}`)
 
+// NewEpoch makes an epoch: 16 lowercase hex digits, random. The stream
+// takes one when it is created (the epoch a script is given is kept only
+// then), and the change log's tokens carry it in this form.
+func NewEpoch() string { return randomID() }
+
 // StreamAppend adds the changes' records to the stream (a change whose
 // seen key holds its version already adds none), then trims it to
 // limits. It returns the stream's state after (Last is not read: ""),
@@ -187,7 +192,7 @@ func (t *Tier) StreamAppend(ctx context.Context, changes []StreamAppend, limits 
 		return st, 0, nil, ErrNoStream
 	}
 	keys := []string{streamKey(), streamMetaKey()}
-	args := []any{randomID(), limits.MaxLen, limits.Retain.Milliseconds(), max(limits.SeenTTL.Milliseconds(), 1)}
+	args := []any{NewEpoch(), limits.MaxLen, limits.Retain.Milliseconds(), max(limits.SeenTTL.Milliseconds(), 1)}
 	for _, c := range changes {
 		seen := 0
 		if c.Seen != "" {
@@ -235,7 +240,7 @@ func (t *Tier) StreamSnapshot(ctx context.Context, n int) (StreamState, []Stream
 	}
 	ctx, cancel := t.controlCtx(ctx)
 	defer cancel()
-	v, err := streamSnapshot.Run(ctx, t.rdb, []string{streamKey(), streamMetaKey()}, randomID(), n).Slice()
+	v, err := streamSnapshot.Run(ctx, t.rdb, []string{streamKey(), streamMetaKey()}, NewEpoch(), n).Slice()
 	if err != nil {
 		return StreamState{}, nil, fmt.Errorf("redistier: stream snapshot: %w", err)
 	}
