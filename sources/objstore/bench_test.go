@@ -3,6 +3,8 @@ package objstore
 import (
 	"context"
 	"testing"
+
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 func BenchmarkObjectKey(b *testing.B) {
@@ -20,7 +22,7 @@ func BenchmarkObjectKey(b *testing.B) {
 // BenchmarkAsset is one Asset call against the in-process fake: a
 // HeadObject round trip on loopback plus the local presigning.
 func BenchmarkAsset(b *testing.B) {
-	clock := newTestClock(t0)
+	clock := testkit.NewClock(t0)
 	fake := newFakeS3(b, clock)
 	fake.put(b, "5d553c333031e2855a2e5662", "image/jpeg", uploaded, []byte("jpeg"), nil)
 	s, _ := newTestStore(b, fake.srv.URL, Options{Now: clock.Now})

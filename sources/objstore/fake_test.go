@@ -19,6 +19,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const (
@@ -29,27 +31,6 @@ const (
 	amzDateLayout = "20060102T150405Z"
 )
 
-// A testClock is a settable clock shared by a Store (signing) and the fake
-// S3 (checking presigned URLs).
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock(t time.Time) *testClock { return &testClock{t: t} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // A fakeS3 is gofakes3's memory backend behind httptest, fronted by a
 // SigV4 check, which gofakes3 does not make: header-signed requests must
 // carry a valid signature by testAccessKey/testSecretKey, and presigned
@@ -57,14 +38,14 @@ func (c *testClock) Set(t time.Time) {
 type fakeS3 struct {
 	backend *s3mem.Backend
 	srv     *httptest.Server
-	clock   *testClock
+	clock   *testkit.Clock
 	signer  *v4.Signer
 
 	mu       sync.Mutex
 	requests []string // "METHOD /path" of every request, in order
 }
 
-func newFakeS3(t testing.TB, clock *testClock) *fakeS3 {
+func newFakeS3(t testing.TB, clock *testkit.Clock) *fakeS3 {
 	t.Helper()
 	f := &fakeS3{
 		backend: s3mem.New(),

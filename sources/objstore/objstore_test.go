@@ -22,6 +22,7 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 var (
@@ -72,7 +73,7 @@ func md5hex(b []byte) string {
 }
 
 func TestAssetRedirect(t *testing.T) {
-	clock := newTestClock(t0)
+	clock := testkit.NewClock(t0)
 	fake := newFakeS3(t, clock)
 	const id = "5d553c333031e2855a2e5662"
 	jpeg := []byte("\xff\xd8\xff\xe0 a small jpeg \xff\xd9")
@@ -186,7 +187,7 @@ func TestAssetURLExpires(t *testing.T) {
 		{"capped at 7 days", 30 * 24 * time.Hour, "604800", MaxURLLifetime},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := newTestClock(t0)
+			clock := testkit.NewClock(t0)
 			fake := newFakeS3(t, clock)
 			fake.put(t, "20240115120112/photo.jpg", "image/jpeg", uploaded, []byte("jpeg"), nil)
 			s, _ := newTestStore(t, fake.srv.URL, Options{URLLifetime: tc.lifetime, Now: clock.Now})
@@ -222,7 +223,7 @@ func TestAssetURLExpires(t *testing.T) {
 }
 
 func TestAssetExpiresWithCredentials(t *testing.T) {
-	clock := newTestClock(t0)
+	clock := testkit.NewClock(t0)
 	fake := newFakeS3(t, clock)
 	fake.put(t, "20240115120112/photo.jpg", "image/jpeg", uploaded, []byte("jpeg"), nil)
 	for _, tc := range []struct {
@@ -259,7 +260,7 @@ func leaksDriver(err error) bool {
 }
 
 func TestAssetErrors(t *testing.T) {
-	clock := newTestClock(t0)
+	clock := testkit.NewClock(t0)
 	fake := newFakeS3(t, clock)
 	fake.put(t, "20240115120112/photo.jpg", "image/jpeg", uploaded, []byte("jpeg"), nil)
 
@@ -347,7 +348,7 @@ func TestAssetTimeout(t *testing.T) {
 }
 
 func TestAssetCallerContext(t *testing.T) {
-	fake := newFakeS3(t, newTestClock(t0))
+	fake := newFakeS3(t, testkit.NewClock(t0))
 	fake.put(t, "20240115120112/photo.jpg", "image/jpeg", uploaded, []byte("jpeg"), nil)
 	s, _ := newTestStore(t, fake.srv.URL, Options{})
 
@@ -360,7 +361,7 @@ func TestAssetCallerContext(t *testing.T) {
 }
 
 func TestAssetBucketCheckMemo(t *testing.T) {
-	clock := newTestClock(t0)
+	clock := testkit.NewClock(t0)
 	fake := newFakeS3(t, clock)
 	s, _ := newTestStore(t, fake.srv.URL, Options{Now: clock.Now})
 	bucketPath := "/" + testBucket
@@ -408,7 +409,7 @@ func TestDisposition(t *testing.T) {
 // Ping reads the bucket: nil when it is there and readable, unavailable
 // when it is missing, denied or unreachable.
 func TestPing(t *testing.T) {
-	fake := newFakeS3(t, newTestClock(t0))
+	fake := newFakeS3(t, testkit.NewClock(t0))
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	for _, tc := range []struct {

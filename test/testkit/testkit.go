@@ -25,6 +25,13 @@ func (c *Clock) Now() time.Time {
 	return c.t
 }
 
+// Set puts the clock at t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
 // Advance moves the clock by d (back when d is negative).
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()

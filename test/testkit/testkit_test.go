@@ -13,6 +13,10 @@ func TestClock(t *testing.T) {
 	if got, want := c.Now(), t0.Add(time.Minute); !got.Equal(want) {
 		t.Errorf("Now = %v, want %v", got, want)
 	}
+	c.Set(t0)
+	if got := c.Now(); !got.Equal(t0) {
+		t.Errorf("Now after Set = %v, want %v", got, t0)
+	}
 }
 
 func TestEventuallyWaitsForTheCondition(t *testing.T) {
