@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A Loader produces the representation of a query: what the cache calls

@@ -3,8 +3,8 @@ package cache
 import (
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // The hit memo: a local hit's Representation, built once per record and

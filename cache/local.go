@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // local is the in-process tier: entries by key, bounded in bytes, evicted

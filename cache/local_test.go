@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 func localEntry(n int, now time.Time) *entry {

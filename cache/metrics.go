@@ -1,8 +1,8 @@
 package cache
 
 import (
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Outcomes of a request to the cache, as Representation.Outcome and the

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A ChangeLog is the fleet's log of changes (package cache keeps it),

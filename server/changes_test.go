@@ -16,8 +16,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // changesServer serves a change log through the whole handler, on a

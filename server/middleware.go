@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // outcomeHit is the cache outcome of a fresh hit (cache.OutcomeHit), the

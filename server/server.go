@@ -22,10 +22,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Server. The zero value of each field works.

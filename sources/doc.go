@@ -3,8 +3,7 @@
 // request becomes, the Doc a backend returns, the Representation the
 // renderer makes of it (which the cache stores and the server writes), the
 // small interfaces backends satisfy, and the errors callers may test for.
-// How a Doc is written as JSON is sources/codec's; the metrics registry is
-// sources/metrics'.
+// How a Doc is written as JSON is sources/codec's.
 //
 // It imports nothing from this module and no drivers. Adapters live below
 // it: sources/sandbox, sources/mongo, sources/elastic.

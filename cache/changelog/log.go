@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A Stream is the Redis stream the fleet's log lives in (package

@@ -1,8 +1,8 @@
 package changelog
 
 import (
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Sources of appended changes, the source label of the log's metrics.

@@ -42,8 +42,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A Source is a change stream (sources/mongo's Store is one).

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"github.com/prodapi/prodapi/test/realserver"

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // Breaker settings. The breaker opens on either of two judgements of

@@ -1,6 +1,6 @@
 package redistier
 
-import "github.com/prodapi/prodapi/sources/metrics"
+import "github.com/prodapi/prodapi/server/metrics"
 
 // series are the metrics the tier keeps, under the cache's names (they
 // are the cache's Redis series). Every field is nil-safe: a Tier without

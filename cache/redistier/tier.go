@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // Prefix is the first segment of every key the tier and its callers

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/test/testkit"
 )
 

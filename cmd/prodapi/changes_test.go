@@ -15,8 +15,8 @@ import (
 
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // countingLog is a change log of item updates whose tokens are their

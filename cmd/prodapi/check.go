@@ -15,8 +15,8 @@ import (
 
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // limitedServer serves h on loopback with at most max connections.

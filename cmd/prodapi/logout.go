@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // logOutput is where the JSON logs go: lines from every writer (the slog

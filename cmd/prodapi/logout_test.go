@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // A stuckSink blocks every Write until released, and says when a Write

@@ -24,9 +24,9 @@ import (
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/admin"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 )
 

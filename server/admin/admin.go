@@ -29,8 +29,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // A Purger obsoletes cache entries (package cache's Cache is one).

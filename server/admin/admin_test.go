@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prodapi/prodapi/sources/metrics"
+	"github.com/prodapi/prodapi/server/metrics"
 )
 
 // purges records what the handler asked for.

@@ -19,9 +19,9 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // Options configure a Store.

@@ -12,11 +12,11 @@ import (
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var versions = []estest.Version{estest.V8, estest.V7, estest.V710}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"github.com/prodapi/prodapi/test/realserver"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
 	"github.com/prodapi/prodapi/sources/sandbox"
 	"go.mongodb.org/mongo-driver/v2/bson"

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
-	"github.com/prodapi/prodapi/sources/metrics"
 	mongosrc "github.com/prodapi/prodapi/sources/mongo"
 	"github.com/prodapi/prodapi/sources/mongo/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"

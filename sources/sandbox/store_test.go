@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 var (

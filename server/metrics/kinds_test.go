@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/metrics"
 )
 
 // The kinds sources.FailureKind names are the ones the error counter
