@@ -31,6 +31,12 @@
 // so the other replicas know too (Mode): they keep entries long while a
 // stream watches, since every write obsoletes them, and only for the TTLs
 // while a poll runs, which cannot see deletions.
+//
+// A source that every replica watches on its own (a sandbox directory)
+// needs no lease: a Local feed (local.go) runs it on each replica, and
+// the log keeps the first report of each version. It keeps the same
+// promise: each change to the cache, then to the log, at least once and
+// in order, a failed append retried before anything after it.
 package feed
 
 import (
