@@ -39,9 +39,9 @@ type backends struct {
 	checks   []server.Check
 	describe slog.Value
 	closers  []func(context.Context) error
-	// feed, when set, follows the backend's writes and reports them
-	// through apply until ctx ends or the backends close.
-	feed func(ctx context.Context, apply func(context.Context, []sources.Change)) error
+	// watcher, when set, follows the sandbox directory's writes; every
+	// replica runs its own (package feed's Local).
+	watcher feed.Watcher
 	// stream, when set, is the database's change stream, which one
 	// replica of the fleet watches (package feed).
 	stream feed.Source
@@ -203,7 +203,7 @@ func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backen
 			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
 		}
 		sb = live
-		b.feed = live.Run
+		b.watcher = live
 		b.closers = append(b.closers, func(context.Context) error { return live.Close() })
 	}
 	var counts []any
@@ -213,6 +213,6 @@ func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backen
 	b.store, b.assets = sb, sb
 	b.checks = []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}}
 	b.describe = slog.GroupValue(slog.String("kind", "sandbox"), slog.String("source", cfg.Sandbox),
-		slog.Bool("watched", b.feed != nil), slog.Group("documents", counts...))
+		slog.Bool("watched", b.watcher != nil), slog.Group("documents", counts...))
 	return b, nil
 }

@@ -112,13 +112,61 @@ func resourceNames() []string {
 	return names
 }
 
+// serve runs the service until ctx ends, in the manner of a main struct:
+// open builds it, run serves, shutdown drains and stops it, and close
+// releases what open acquired, whatever happened.
 func serve(ctx context.Context, e env, args []string) error {
-	cfg, err := loadConfig(e)
+	s := &service{e: e}
+	defer s.close()
+	if err := s.open(ctx, args); err != nil {
+		return err
+	}
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return s.shutdown(ctx)
+}
+
+// A service is what serve builds, in the order open builds it.
+type service struct {
+	e env
+	// undo releases what open acquired (listener, log sink, tracing,
+	// clients); close runs it last first.
+	undo []func()
+
+	cfg       config.Config
+	ln        net.Listener
+	registry  *metrics.Metrics
+	logs      *logOutput
+	logger    *slog.Logger
+	cursorKey []byte
+	tracer    trace.TracerProvider // nil: tracing off
+
+	b       *backends
+	tier    *redistier.Tier
+	cache   *cache.Cache
+	changes *changelog.Log
+	// feeds report the backends' writes to the cache and the change log;
+	// run starts them.
+	feeds  []interface{ Run(context.Context) error }
+	checks []server.Check
+
+	srv         *server.Server
+	hs          *http.Server
+	served      chan error
+	admin       *http.Server // nil without PRODAPI_ADMIN_ADDR
+	adminLn     net.Listener
+	adminServed chan error
+}
+
+// open builds the service: nothing serves until run.
+func (s *service) open(ctx context.Context, args []string) error {
+	cfg, err := loadConfig(s.e)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(s.e.stderr)
 	addr := fs.String("addr", ":"+cfg.Port, "listen address")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -130,20 +178,36 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	defer ln.Close() // for an early return; Shutdown closes it otherwise
-	cfg = cfg.Listening(ln.Addr())
+	s.undo = append(s.undo, func() { ln.Close() }) // for an early return; Shutdown closes it otherwise
+	s.ln, s.cfg = ln, cfg.Listening(ln.Addr())
 
+	s.openLog()
+	if err := s.openTracing(ctx); err != nil {
+		return err
+	}
+	if err := s.openCache(ctx); err != nil {
+		return err
+	}
+	s.openServer()
+	return s.openAdmin()
+}
+
+// openLog sets up the metrics registry and the JSON log, and logs the
+// configuration's warnings.
+func (s *service) openLog() {
+	cfg := s.cfg
 	level := slog.LevelInfo
 	if cfg.Debug {
 		level = slog.LevelDebug
 	}
-	registry := metrics.NewMetrics()
+	s.registry = metrics.NewMetrics()
 	build := readBuildInfo()
-	registry.Register(metrics.Build{Version: build.Version, Revision: build.Revision})
-	logs := newLogOutput(e.stderr, registry.Counter("prodapi_log_lines_dropped_total",
+	s.registry.Register(metrics.Build{Version: build.Version, Revision: build.Revision})
+	s.logs = newLogOutput(s.e.stderr, s.registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
-	defer logs.Close()
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
+	s.undo = append(s.undo, func() { s.logs.Close() })
+	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: level}))
+	s.logger = logger
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}
@@ -158,32 +222,43 @@ func serve(ctx context.Context, e env, args []string) error {
 		logger.Warn("neither PRODAPI_CURSOR_SECRET nor AUTH_SERVER_SHARED_SECRET is set: list cursors are sealed with a key " +
 			"of this process's own, so they fail after a restart and on any other replica")
 	}
+	s.cursorKey = cursorKey
+}
 
-	sdk, err := tracing(ctx, cfg.Tracing, e.stdout, build.Version)
+// openTracing starts the tracing SDK when PRODAPI_TRACING asks for it.
+func (s *service) openTracing(ctx context.Context) error {
+	sdk, err := tracing(ctx, s.cfg.Tracing, s.e.stdout, readBuildInfo().Version)
 	if err != nil {
 		return err
 	}
-	var tracer trace.TracerProvider // nil: tracing off
-	if sdk != nil {
-		tracer = sdk
-		// Runs last: the spans of the drain and the cache's flush are
-		// exported too.
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := sdk.Shutdown(sctx); err != nil {
-				logger.Warn("flushing traces", "error", err)
-			}
-		}()
+	if sdk == nil {
+		return nil
 	}
+	s.tracer = sdk
+	// Runs last: the spans of the drain and the cache's flush are
+	// exported too.
+	s.undo = append(s.undo, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := sdk.Shutdown(sctx); err != nil {
+			s.logger.Warn("flushing traces", "error", err)
+		}
+	})
+	return nil
+}
 
-	b, err := openBackends(ctx, cfg, telemetry{queries: registry.SourceQueries(), tracer: tracer}, logger)
+// openCache opens the backends, and over them the cache, the change log
+// and the feeds that keep both current.
+func (s *service) openCache(ctx context.Context) error {
+	cfg, logger, registry := s.cfg, s.logger, s.registry
+	b, err := openBackends(ctx, cfg, telemetry{queries: registry.SourceQueries(), tracer: s.tracer}, logger)
 	if err != nil {
 		return err
 	}
+	s.b = b
 	// Clients close last, after the server has drained and the cache has
 	// flushed its writes.
-	defer b.close(logger)
+	s.undo = append(s.undo, func() { b.close(logger) })
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
 	renderer := render.New(b.store, enricher.Enrich)
@@ -204,8 +279,8 @@ func serve(ctx context.Context, e env, args []string) error {
 	// The Redis tier is this replica's part of what the fleet shares:
 	// the cache's entries and invalidations, and the change feed's lease
 	// and token. Without Redis the replica is alone.
-	tier := redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: tracer})
-	c := cache.New(tier, renderer, cache.Options{
+	s.tier = redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: s.tracer})
+	s.cache = cache.New(s.tier, renderer, cache.Options{
 		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
@@ -214,67 +289,74 @@ func serve(ctx context.Context, e env, args []string) error {
 		LoadTimeout: cfg.LoadTimeout(),
 		Metrics:     registry,
 		Logger:      logger,
-		Tracer:      tracer,
+		Tracer:      s.tracer,
 	})
 	// The fleet's change log, served at /changes: the Redis stream every
 	// replica follows, or this replica's ring without Redis.
 	var stream changelog.Stream
 	if rdb != nil {
-		stream = tier
+		stream = s.tier
 	}
-	changes := changelog.New(stream, changelog.Options{Retain: cfg.ChangesRetain, Metrics: registry, Logger: logger})
-	if b.feed != nil {
-		// Ends when ctx does or the backends close (after the server).
+	s.changes = changelog.New(stream, changelog.Options{Retain: cfg.ChangesRetain, Metrics: registry, Logger: logger})
+	if f := s.openFeeds(); f != nil {
+		running.Store(f)
+	}
+	return nil
+}
+
+// openFeeds builds the feeds that report the backends' writes to the
+// cache and the change log: a sandbox directory's watcher, which every
+// replica runs, and the database's change stream (or its poll), which
+// one replica of the fleet follows under a lease. It returns the
+// latter's, nil without a database.
+func (s *service) openFeeds() *feed.Feed {
+	s.checks = s.b.checks
+	if s.b.watcher != nil {
 		// Every replica watches the sandbox and appends what it saw: the
 		// log keeps the first report of each version.
-		go func() {
-			err := b.feed(ctx, func(ctx context.Context, cs []sources.Change) {
-				if err := c.Apply(ctx, cs); err != nil {
-					logger.Warn("change feed: invalidation incomplete", "changes", len(cs), "error", err)
-				}
-				if err := changes.Append(ctx, changelog.SourceSandbox, cs); err != nil {
-					logger.Warn("change feed: not in the change log (the other replicas' watchers may append them)", "changes", len(cs), "error", err)
-				}
-			})
-			if err != nil && !errors.Is(err, context.Canceled) {
-				logger.Error("change feed stopped", "error", err)
-			}
-		}()
+		s.feeds = append(s.feeds, feed.NewLocal(s.b.watcher, s.cache, s.changes,
+			feed.LocalOptions{Source: changelog.SourceSandbox, Logger: s.logger}))
 	}
-	checks := b.checks
-	if b.stream != nil {
-		f := feed.New(b.stream, tier, c, feed.Options{
-			Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
-			HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
-			Log:         changes,
-			Poller:      b.poller,
-			PollEvery:   cfg.FeedPoll,
-			Metrics:     registry,
-			Logger:      logger,
-		})
-		running.Store(f)
-		// Ends when ctx does, or at once on a server without change
-		// streams and without a poller.
-		go func() {
-			if err := f.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				logger.Error("change feed stopped", "error", err)
-			}
-		}()
-		checks = append(slices.Clone(checks), server.Check{Name: "change_feed", Probe: func(context.Context) error {
-			switch f.Status() {
-			case feed.StatusUnsupported:
-				return errors.New("the database has no change streams (not a replica set, or FerretDB): entries refresh by TTL only")
-			case feed.StatusRetrying:
-				return errors.New("the change stream or the poll failed; retrying")
-			}
-			return nil
-		}, Note: func() string {
-			if f.Mode() == feed.ModePoll {
-				return noteFeedPolls
-			}
-			return ""
-		}})
+	if s.b.stream == nil {
+		return nil
 	}
+	f := feed.New(s.b.stream, s.tier, s.cache, feed.Options{
+		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
+		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+		Log:         s.changes,
+		Poller:      s.b.poller,
+		PollEvery:   s.cfg.FeedPoll,
+		Metrics:     s.registry,
+		Logger:      s.logger,
+	})
+	s.feeds = append(s.feeds, f)
+	s.checks = append(slices.Clone(s.checks), feedCheck(f))
+	return f
+}
+
+// feedCheck is /readyz's check of the fleet's feed.
+func feedCheck(f *feed.Feed) server.Check {
+	return server.Check{Name: "change_feed", Probe: func(context.Context) error {
+		switch f.Status() {
+		case feed.StatusUnsupported:
+			return errors.New("the database has no change streams (not a replica set, or FerretDB): entries refresh by TTL only")
+		case feed.StatusRetrying:
+			return errors.New("the change stream or the poll failed; retrying")
+		}
+		return nil
+	}, Note: func() string {
+		if f.Mode() == feed.ModePoll {
+			return noteFeedPolls
+		}
+		return ""
+	}}
+}
+
+// openServer builds the API's handler and its http.Server, on the
+// listener open made.
+func (s *service) openServer() {
+	cfg, c, b, changes := s.cfg, s.cache, s.b, s.changes
+	checks, registry, logger, logs, tracer, cursorKey := s.checks, s.registry, s.logger, s.logs, s.tracer, s.cursorKey
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
@@ -300,61 +382,90 @@ func serve(ctx context.Context, e env, args []string) error {
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
-	ln = limit.listener(server.Listener(ln))
-	hs := apiServer(cfg, srv, limit, logger)
-	var ahs *http.Server
-	adminServed := make(chan error, 1)
-	if cfg.AdminAddr != "" {
-		aln, err := net.Listen("tcp", cfg.AdminAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("listening for the admin listener (PRODAPI_ADMIN_ADDR): %w", err)
-		}
-		ahs = &http.Server{
-			Handler: admin.Handler(c, string(cfg.AdminSecret), admin.Options{
-				Partial: func(err error) bool { return errors.Is(err, cache.ErrNotPropagated) },
-				Logger:  logger,
-				Metrics: registry,
-			}),
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-			ReadTimeout:       cfg.ReadTimeout,
-			WriteTimeout:      cfg.WriteTimeout,
-			IdleTimeout:       cfg.IdleTimeout,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		}
-		logger.Info("admin listener", "addr", aln.Addr().String())
-		if e.adminReady != nil {
-			e.adminReady(aln.Addr().String())
+	s.ln = limit.listener(server.Listener(s.ln))
+	s.srv, s.hs = srv, apiServer(cfg, srv, limit, logger)
+}
+
+// openAdmin listens for the operator's purges when PRODAPI_ADMIN_ADDR is
+// set.
+func (s *service) openAdmin() error {
+	cfg := s.cfg
+	if cfg.AdminAddr == "" {
+		return nil
+	}
+	aln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("listening for the admin listener (PRODAPI_ADMIN_ADDR): %w", err)
+	}
+	s.adminLn = aln
+	s.admin = &http.Server{
+		Handler: admin.Handler(s.cache, string(cfg.AdminSecret), admin.Options{
+			Partial: func(err error) bool { return errors.Is(err, cache.ErrNotPropagated) },
+			Logger:  s.logger,
+			Metrics: s.registry,
+		}),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// run starts the feeds and serves until ctx ends (nil) or a listener
+// fails.
+func (s *service) run(ctx context.Context) error {
+	for _, f := range s.feeds {
+		// Ends when ctx does; the fleet's feed at once on a server
+		// without change streams and without a poller.
+		go func() {
+			if err := f.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				s.logger.Error("change feed stopped", "error", err)
+			}
+		}()
+	}
+	s.adminServed = make(chan error, 1)
+	if s.admin != nil {
+		s.logger.Info("admin listener", "addr", s.adminLn.Addr().String())
+		if s.e.adminReady != nil {
+			s.e.adminReady(s.adminLn.Addr().String())
 		}
 		// Ends when Shutdown closes the listener.
-		go func() { adminServed <- ahs.Serve(aln) }()
+		go func() { s.adminServed <- s.admin.Serve(s.adminLn) }()
 	}
-	logger.Info("listening", "addr", ln.Addr().String(), "backends", b.describe, "config", cfg)
-	if cfg.Sandbox != "" {
-		greet(e.stdout, cfg, ln.Addr())
+	s.logger.Info("listening", "addr", s.ln.Addr().String(), "backends", s.b.describe, "config", s.cfg)
+	if s.cfg.Sandbox != "" {
+		greet(s.e.stdout, s.cfg, s.ln.Addr())
 	}
-	if e.ready != nil {
-		e.ready(ln.Addr().String())
+	if s.e.ready != nil {
+		s.e.ready(s.ln.Addr().String())
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }() // ends when Shutdown closes the listener
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.hs.Serve(s.ln) }() // ends when Shutdown closes the listener
 	select {
-	case err := <-served:
+	case err := <-s.served:
 		return fmt.Errorf("serving: %w", err)
-	case err := <-adminServed:
-		_ = hs.Close()
+	case err := <-s.adminServed:
+		_ = s.hs.Close()
 		return fmt.Errorf("serving the admin listener: %w", err)
 	case <-ctx.Done():
+		return nil
 	}
+}
 
+// shutdown drains the service: unready, the delay, the listeners' grace,
+// then the cache, the change log and the Redis tier.
+func (s *service) shutdown(ctx context.Context) error {
+	cfg := s.cfg
 	// Unready first, still serving: load balancers that probe /readyz
 	// stop sending before the listener closes.
-	srv.Drain()
-	logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
-	if e.draining != nil {
-		e.draining()
+	s.srv.Drain()
+	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
+	if s.e.draining != nil {
+		s.e.draining()
 	}
 	if cfg.ShutdownDelay > 0 {
 		time.Sleep(cfg.ShutdownDelay)
@@ -362,33 +473,42 @@ func serve(ctx context.Context, e env, args []string) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	var errs []error
-	if err := hs.Shutdown(sctx); err != nil {
+	if err := s.hs.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("draining requests: %w", err))
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+	if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}
-	if ahs != nil {
-		if err := ahs.Shutdown(sctx); err != nil {
+	if s.admin != nil {
+		if err := s.admin.Shutdown(sctx); err != nil {
 			errs = append(errs, fmt.Errorf("draining admin requests: %w", err))
 		}
-		if err := <-adminServed; !errors.Is(err, http.ErrServerClosed) {
+		if err := <-s.adminServed; !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
 	}
 	// The cache first: its refreshes end, then the writes they queued
 	// drain.
-	if err := c.Close(sctx); err != nil {
+	if err := s.cache.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
-	if err := changes.Close(sctx); err != nil {
+	if err := s.changes.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the change log: %w", err))
 	}
-	if err := tier.Close(sctx); err != nil {
+	if err := s.tier.Close(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("flushing the cache: %w", err))
 	}
-	logger.Info("stopped")
+	s.logger.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// close releases what open acquired, last first: the backends' clients,
+// the traces, the log sink, the listener.
+func (s *service) close() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
 }
 
 // noteFeedPolls is /readyz's note while the fleet's feed polls.
