@@ -43,11 +43,13 @@
 //     hash of the document's new content. Every replica appends what its
 //     own watcher saw; the first one's entry stands, the others are
 //     duplicates. A replica that dies before it appends loses nothing,
-//     since the others saw the same edit. Two edits between a replica's
-//     reads are one change to it and two to another: the log gets the
-//     entries of both, and a later read that finds the first version
-//     again (an edit undone) is a new change, since the seen key holds
-//     the last version appended, not every one.
+//     since the others saw the same edit; one whose append fails tries
+//     it again, before anything it saw later (package feed's Local).
+//     Two edits between a replica's reads are one change to it and two
+//     to another: the log gets the entries of both, and a later read
+//     that finds the first version again (an edit undone) is a new
+//     change, since the seen key holds the last version appended, not
+//     every one.
 //   - The poll: the Version is the document's _etag (its _updated
 //     without one). The poller saves its watermark after appending; a
 //     takeover polls again from the saved one and the seen keys drop
@@ -71,12 +73,12 @@
 //
 // Redis is needed for the log to be shared, not for the service: while
 // it is unreachable, Reads answer from what a replica holds or fail
-// (503), appends fail and are retried by the feeds that can (the change
-// stream, the poll); a sandbox replica counts the failure. Redis
-// replicates asynchronously: a failover may lose the newest entries,
-// and tokens after them read as if nothing happened since, while a
-// restart without persistence starts a new epoch (every client
-// resyncs).
+// (503), appends fail and are counted, and every feed retries them in
+// order (the change stream from its saved token, the poll from its
+// saved watermark, a sandbox replica from its queue). Redis replicates
+// asynchronously: a failover may lose the newest entries, and tokens
+// after them read as if nothing happened since, while a restart without
+// persistence starts a new epoch (every client resyncs).
 //
 // # Without Redis: a ring
 //

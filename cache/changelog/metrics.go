@@ -43,7 +43,7 @@ func newSeries(m *metrics.Metrics) *series {
 			"Changes not appended because the log already held them (another replica's watcher, or a watcher resuming after a takeover, appended them), by source.",
 			"source"),
 		failed: m.Counter("prodapi_changes_append_errors_total",
-			"Appends to the change log that failed (Redis unreachable or erring), by source; the change stream and the poll retry them.",
+			"Appends to the change log that failed (Redis unreachable or erring), by source; every feed retries them, in order.",
 			"source"),
 		trimmed: m.Counter("prodapi_changes_trimmed_total",
 			"Entries this replica's appends trimmed from the change log, past PRODAPI_CHANGES_RETAIN or the cap on entries."),

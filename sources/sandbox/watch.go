@@ -65,10 +65,12 @@ func OpenLive(dir string, opts Options, log *slog.Logger) (*Live, error) {
 // Close stops watching; Run returns.
 func (l *Live) Close() error { return l.w.Close() }
 
-// Run watches the directory until ctx ends or Close, calling apply with
-// the changes of each reload (never with none). apply runs on Run's
-// goroutine: a slow apply delays the next reload, never loses it.
-func (l *Live) Run(ctx context.Context, apply func(context.Context, []sources.Change)) error {
+// Run watches the directory until ctx ends or Close, calling report with
+// the changes of each reload (never with none). report runs on Run's
+// goroutine: a slow report delays the next reload, never loses it. Every
+// replica runs its own watcher (package cache/feed's Local feed runs it,
+// applying each report to the cache and appending it to the change log).
+func (l *Live) Run(ctx context.Context, report func(context.Context, []sources.Change)) error {
 	var timer *time.Timer
 	var fire <-chan time.Time
 	for {
@@ -108,7 +110,7 @@ func (l *Live) Run(ctx context.Context, apply func(context.Context, []sources.Ch
 			}
 			if len(changes) > 0 {
 				l.log.Info("sandbox: reloaded", "changes", len(changes))
-				apply(ctx, changes)
+				report(ctx, changes)
 			}
 		}
 	}
