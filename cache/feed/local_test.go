@@ -1,7 +1,6 @@
 package feed_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 // chanWatcher reports what the test sends it, one report at a time: send
@@ -121,29 +121,8 @@ func versions(cs []sources.Change) []string {
 	return out
 }
 
-// logBuffer is a log sink tests read while the feed writes to it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.b.String(), s)
-}
+// count is how many times s was logged.
+func count(logs *testkit.Buffer, s string) int { return strings.Count(logs.String(), s) }
 
 // localFeed runs a Local feed of w over rec and log until the test ends;
 // stop cancels it and returns Run's error.
@@ -177,7 +156,7 @@ var errDown = errors.New("redis: connection refused")
 // retries it takes.
 func TestLocalRetriesInOrder(t *testing.T) {
 	w, rec, log := newChanWatcher(), &recorder{}, newScriptedLog()
-	var logs logBuffer
+	var logs testkit.Buffer
 	localFeed(t, w, rec, log, feed.LocalOptions{Pause: time.Millisecond, MaxPause: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 
@@ -208,10 +187,10 @@ func TestLocalRetriesInOrder(t *testing.T) {
 	if diff := cmp.Diff(log.next(t, nil), []string{"c@1"}); diff != "" {
 		t.Errorf("after the outage (-got +want):\n%s", diff)
 	}
-	if n := logs.count("appending to the change log failed"); n != 1 {
+	if n := count(&logs, "appending to the change log failed"); n != 1 {
 		t.Errorf("the outage was logged %d times, want once:\n%s", n, logs.String())
 	}
-	if n := logs.count("takes appends again"); n != 1 {
+	if n := count(&logs, "takes appends again"); n != 1 {
 		t.Errorf("the recovery was logged %d times, want once", n)
 	}
 }
@@ -257,7 +236,7 @@ func TestLocalEnds(t *testing.T) {
 	})
 	t.Run("stopped during an outage", func(t *testing.T) {
 		w, log := newChanWatcher(), newScriptedLog()
-		var logs logBuffer
+		var logs testkit.Buffer
 		stop := localFeed(t, w, &recorder{}, log, feed.LocalOptions{Pause: time.Hour,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		w.send(edit("a", "1"))
@@ -265,7 +244,7 @@ func TestLocalEnds(t *testing.T) {
 		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Run: %v, want context.Canceled", err)
 		}
-		if logs.count("stopping with changes not in the change log") != 1 {
+		if count(&logs, "stopping with changes not in the change log") != 1 {
 			t.Errorf("nothing said of the change left:\n%s", logs.String())
 		}
 	})

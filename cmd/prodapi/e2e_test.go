@@ -21,27 +21,13 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const devSecret = "an-end-to-end-test-secret-of-32-bytes-or-more"
 
 // syncBuffer is an io.Writer tests can read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 type instance struct {
 	base           string // http://127.0.0.1:port

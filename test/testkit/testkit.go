@@ -1,8 +1,10 @@
 // Package testkit holds what tests across the module need alike: a
-// clock moved by hand and a wait for a condition. Only tests import it.
+// clock moved by hand, a wait for a condition and a buffer to read a log
+// from while it is written. Only tests import it.
 package testkit
 
 import (
+	"bytes"
 	"sync"
 	"testing"
 	"time"
@@ -54,4 +56,24 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A Buffer is a log sink (or any io.Writer) a test reads while others
+// write to it; safe for concurrent use, its zero value empty.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
