@@ -54,14 +54,19 @@ const publicURL = "https://news.example"
 
 // with returns withSecret's values with extra's on top.
 func with(extra map[string]any) map[string]any {
-	v := map[string]any{}
-	for k, x := range withSecret {
-		v[k] = x
+	return merged(withSecret, extra)
+}
+
+// merged returns a's keys with b's over them, at the top level.
+func merged(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, x := range a {
+		out[k] = x
 	}
-	for k, x := range extra {
-		v[k] = x
+	for k, x := range b {
+		out[k] = x
 	}
-	return v
+	return out
 }
 
 // strict decodes YAML or JSON into the registered Kubernetes,

@@ -21,12 +21,8 @@ const (
 // its spec as the text of a rules file.
 func renderedRules(t *testing.T, values map[string]any) string {
 	t.Helper()
-	v := map[string]any{}
-	for k, x := range values {
-		v[k] = x
-	}
-	rule, _ := v["prometheusRule"].(map[string]any)
-	v["prometheusRule"] = merged(rule, map[string]any{"enabled": true})
+	rule, _ := values["prometheusRule"].(map[string]any)
+	v := merged(values, map[string]any{"prometheusRule": merged(rule, map[string]any{"enabled": true})})
 	m, err := render(t, chartDir, v)
 	if err != nil {
 		t.Fatalf("render: %v", err)
@@ -41,18 +37,6 @@ func renderedRules(t *testing.T, values map[string]any) string {
 		lines[i] = strings.TrimPrefix(l, "  ")
 	}
 	return strings.Join(lines, "\n") + "\n"
-}
-
-// merged returns a's keys with b's over them.
-func merged(a, b map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, x := range a {
-		out[k] = x
-	}
-	for k, x := range b {
-		out[k] = x
-	}
-	return out
 }
 
 // splitComment splits a YAML file into its leading comment lines and the
