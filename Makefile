@@ -47,13 +47,16 @@ test-real:
 	grep -ho 'against redis-server [0-9.]*' $$log | sed 's/^against /  /' | sort -u; \
 	rm -f $$log; exit $$status
 
-## chart-test: render deploy/helm/prodapi (Helm's engine, then the helm CLI, every optional manifest on) and
-## validate every manifest against the Kubernetes, prometheus-operator and Gateway API types
+## chart-test: render deploy/helm/prodapi (Helm's engine: the defaults without Redis, replicas with and without
+## it, envFrom, the rollout, every refusal...; then the helm CLI, every optional manifest on) and validate every
+## manifest against the Kubernetes, prometheus-operator and Gateway API types
 chart-test:
 	cd deploy/helm/test && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@mkdir -p bin
 	$(HELM) template prodapi deploy/helm/prodapi --kube-version 1.30.0 --set publicURL=https://prodapi.example \
-	  --set auth.sharedSecret=chart-test --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
+	  --set auth.sharedSecret=chart-test --set mongo.uri=mongodb://mongo:27017/superdesk \
+	  --set elasticsearch.url=http://elasticsearch:9200 --set redis.existingSecret=prodapi-redis \
+	  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
 	  --set grafanaDashboard.enabled=true --set admin.enabled=true --set admin.secret=chart-test-admin-secret-of-32-bytes \
 	  --set ingress.enabled=true --set 'ingress.hosts={prodapi.example}' --set httpRoute.enabled=true \
 	  --set 'httpRoute.parentRefs[0].name=public' --set networkPolicy.egress.enabled=true > bin/chart.yaml

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
@@ -146,6 +147,7 @@ type dashboard struct {
 			Name       string      `json:"name"`
 			Type       string      `json:"type"`
 			Query      any         `json:"query"`
+			AllValue   string      `json:"allValue"`
 			Datasource *datasource `json:"datasource"`
 		} `json:"list"`
 	} `json:"templating"`
@@ -193,7 +195,17 @@ func loadDashboard(t *testing.T) dashboard {
 
 // Grafana's variables, replaced by values of the same kind before
 // parsing: PromQL does not know them.
-var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h", "$job", "prodapi", "$instance", ".+")
+var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
+	"$cluster", ".*", "$namespace", ".*", "$job", "prodapi", "$instance", ".+")
+
+// grafanaRanges replaces only the range variables, leaving the label ones
+// in the regular expressions where they stand.
+var grafanaRanges = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
+
+// dashboardFilters are the dashboard's label variables, in their order: every
+// series a panel reads is selected by each, so that clusters, namespaces
+// (staging beside production), jobs and replicas do not mix.
+var dashboardFilters = []string{"cluster", "namespace", "job", "instance"}
 
 // metricsOf returns the metric names expr selects, or the parse error.
 func metricsOf(expr string) ([]string, error) {
@@ -273,6 +285,57 @@ func TestDashboard(t *testing.T) {
 			if a.GridPos.overlaps(b.GridPos) {
 				t.Errorf("panels %q %+v and %q %+v overlap", a.Title, a.GridPos, b.Title, b.GridPos)
 			}
+		}
+	}
+}
+
+// Every series a panel reads is selected by the cluster, namespace, job
+// and instance variables, which are chosen in that order, each from the
+// series of the ones before; cluster and namespace match a series without
+// the label too (a Prometheus that adds no cluster label).
+func TestDashboardFiltersByVariables(t *testing.T) {
+	d := loadDashboard(t)
+	var names []string
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		names = append(names, v.Name)
+		q, _ := v.Query.(map[string]any)
+		query := fmt.Sprint(q["query"])
+		for _, before := range dashboardFilters[:max(slices.Index(dashboardFilters, v.Name), 0)] {
+			if !strings.Contains(query, before+`=~"$`+before+`"`) {
+				t.Errorf("variable %s: %q does not follow %s", v.Name, query, before)
+			}
+		}
+		if (v.Name == "cluster" || v.Name == "namespace") && v.AllValue != ".*" {
+			t.Errorf("variable %s: allValue %q, want .* (a series without the label matches)", v.Name, v.AllValue)
+		}
+	}
+	if !slices.Equal(names, dashboardFilters) {
+		t.Errorf("query variables %v, want %v", names, dashboardFilters)
+	}
+	for _, p := range allPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			e, err := promql.ParseExpr(grafanaRanges.Replace(tg.Expr))
+			if err != nil {
+				t.Errorf("panel %q: %q: %v", p.Title, tg.Expr, err)
+				continue
+			}
+			parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+				vs, ok := n.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				for _, label := range dashboardFilters {
+					if !slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+						return m.Name == label && m.Type == labels.MatchRegexp && m.Value == "$"+label
+					}) {
+						t.Errorf("panel %q: %s is not selected by %s=~\"$%[3]s\"", p.Title, vs, label)
+					}
+				}
+				return nil
+			})
 		}
 	}
 }
