@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -23,6 +22,7 @@ const (
 	msgRejected         = "The search backend could not run this query; check the field names and value types it uses."
 	msgInternal         = "The server encountered an internal error and was unable to complete your request."
 	msgTargetTooLong    = "The request URL is too long."
+	msgGone             = "The requested URL is no longer available on this server and there is no forwarding address. If you followed a link from a foreign page, please contact the author of this page."
 	msgCursor           = "cursor: the walk can no longer continue from this cursor (the search backend has let its point in time expire); start it again with cursor= (empty)"
 )
 
@@ -44,8 +44,12 @@ func (e *httpError) Error() string {
 
 func (e *httpError) Unwrap() error { return e.err }
 
+func (e *httpError) HTTPStatus() int { return e.status }
+
 // errorOf maps any error to what the client sees. It is the one place that
-// decides statuses for failures.
+// decides statuses for failures: an answer a handler chose (an httpError,
+// a query.Error) as it is; any other by its kind (sources.Classify), in
+// the words of kindMessages, with Retry-After on a 503 or 504.
 func errorOf(err error) *httpError {
 	if he, ok := errors.AsType[*httpError](err); ok {
 		return he
@@ -53,23 +57,28 @@ func errorOf(err error) *httpError {
 	if qe, ok := errors.AsType[*query.Error](err); ok {
 		return &httpError{status: qe.Status, msg: qe.Message}
 	}
-	retry := http.Header{"Retry-After": {"5"}}
-	switch {
-	case errors.Is(err, sources.ErrNotFound):
-		return &httpError{status: http.StatusNotFound, msg: msgNotFound, err: err}
-	case errors.Is(err, sources.ErrCursor):
-		return &httpError{status: http.StatusBadRequest, msg: msgCursor, err: err}
-	case errors.Is(err, sources.ErrInvalid):
-		return &httpError{status: http.StatusBadRequest, msg: msgRejected, err: err}
-	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return &httpError{status: http.StatusGatewayTimeout, msg: msgTimeout, err: err, header: retry}
-	case errors.Is(err, sources.ErrUnavailable), errors.Is(err, sources.ErrPartial):
-		return &httpError{status: http.StatusServiceUnavailable, msg: msgUnavailable, err: err, header: retry}
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads this, the log does.
-		return &httpError{status: 499, msg: "client closed request", err: err}
+	kind, status := sources.Classify(err)
+	he := &httpError{status: status, msg: msgInternal, err: err}
+	if msg, ok := kindMessages[kind]; ok {
+		he.msg = msg
 	}
-	return &httpError{status: http.StatusInternalServerError, msg: msgInternal, err: err}
+	if status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout {
+		he.header = http.Header{"Retry-After": {"5"}}
+	}
+	return he
+}
+
+// kindMessages are the words a client reads for each kind of failure
+// that brings none of its own (every kind but KindNone and KindRefused).
+var kindMessages = map[sources.Kind]string{
+	sources.KindNotFound:    msgNotFound,
+	sources.KindExpired:     msgGone,
+	sources.KindCursor:      msgCursor,
+	sources.KindInvalid:     msgRejected,
+	sources.KindTimeout:     msgTimeout,
+	sources.KindUnavailable: msgUnavailable,
+	sources.KindCanceled:    "client closed request", // the client went away; nobody reads this, the log does
+	sources.KindInternal:    msgInternal,
 }
 
 // errorBody is the API's error envelope:

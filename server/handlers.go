@@ -272,10 +272,10 @@ func (s *Server) probe(ctx context.Context) []string {
 	var wg sync.WaitGroup
 	for i, c := range s.checks {
 		wg.Go(func() {
-			switch err := c.Probe(ctx); {
-			case err == nil:
+			switch kind, _ := sources.Classify(c.Probe(ctx)); kind {
+			case sources.KindNone:
 				states[i] = "ok"
-			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sources.ErrTimeout):
+			case sources.KindTimeout:
 				states[i] = "timeout"
 			default:
 				states[i] = "unavailable"
