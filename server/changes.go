@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
@@ -237,7 +238,7 @@ func (s *Server) changeScopes(w http.ResponseWriter, r *http.Request) (*Claims, 
 func (s *Server) parseChanges(r *http.Request) (*changeParams, error) {
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, &httpError{status: http.StatusBadRequest, msg: "query string: malformed (an invalid %-escape, or a \";\")", err: err}
+		return nil, &httperr.Error{Status: http.StatusBadRequest, Msg: "query string: malformed (an invalid %-escape, or a \";\")", Err: err}
 	}
 	events := wantsEvents(r)
 	p := &changeParams{
@@ -286,7 +287,9 @@ func (s *Server) parseChanges(r *http.Request) (*changeParams, error) {
 	return p, nil
 }
 
-func badRequest(msg string) *httpError { return &httpError{status: http.StatusBadRequest, msg: msg} }
+func badRequest(msg string) *httperr.Error {
+	return &httperr.Error{Status: http.StatusBadRequest, Msg: msg}
+}
 
 func resourceNames(rs []*sources.Resource) []string {
 	names := make([]string, len(rs))
@@ -359,14 +362,14 @@ func (s *Server) changeLogError(err error) error {
 	switch {
 	case errors.Is(err, sources.ErrExpired):
 		s.changeMetrics.gone.Inc()
-		return &httpError{status: http.StatusGone, msg: msgChangesGone, err: err}
+		return &httperr.Error{Status: http.StatusGone, Msg: msgChangesGone, Err: err}
 	case errors.Is(err, sources.ErrInvalid):
-		return &httpError{status: http.StatusBadRequest, msg: "since: " + msgBadToken, err: err}
+		return &httperr.Error{Status: http.StatusBadRequest, Msg: "since: " + msgBadToken, Err: err}
 	case errors.Is(err, context.Canceled):
 		return err // the client went away
 	}
-	return &httpError{status: http.StatusServiceUnavailable, msg: msgChangesUnavailable, err: err,
-		header: http.Header{"Retry-After": {"5"}}}
+	return &httperr.Error{Status: http.StatusServiceUnavailable, Msg: msgChangesUnavailable, Err: err,
+		Header: http.Header{"Retry-After": {"5"}}}
 }
 
 // pollChanges answers /changes in JSON: the entries after since, or,

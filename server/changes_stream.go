@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -137,8 +138,8 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims
 // as many as it may (errStreamLimit), or drains (errDraining).
 func (s *Server) refuseStream(why error) error {
 	s.changeMetrics.refused.Inc()
-	return &httpError{status: http.StatusServiceUnavailable, msg: msgTooManyStreams, err: why,
-		header: http.Header{"Retry-After": {"5"}}}
+	return &httperr.Error{Status: http.StatusServiceUnavailable, Msg: msgTooManyStreams, Err: why,
+		Header: http.Header{"Retry-After": {"5"}}}
 }
 
 // An eventStream writes one stream's events.
@@ -264,7 +265,7 @@ func (st *eventStream) keepalive(pos string) error {
 // saying why the stream ends.
 func (st *eventStream) close(status int, msg string) {
 	b := append(st.buf[:0], "event: close\ndata: "...)
-	b = append(b, errorBody(status, msg)...)
+	b = append(b, httperr.Body(status, msg)...)
 	b = append(b, "\n\n"...)
 	st.write(b) // the stream ends whether this arrives or not
 }
@@ -319,10 +320,10 @@ func (st *eventStream) ended(ctx context.Context) error {
 func (st *eventStream) failed(err error) error {
 	he := errorOf(st.s.changeLogError(err))
 	reason := dropUnavailable
-	if he.status == http.StatusGone {
+	if he.Status == http.StatusGone {
 		reason = dropGone
 	}
 	st.s.changeMetrics.dropped.Inc(reason)
-	st.close(he.status, he.msg)
+	st.close(he.Status, he.Msg)
 	return he
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -249,7 +250,7 @@ func TestChangesRefused(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", res.status, tc.status, res.body)
 			}
 			if tc.msg != "" {
-				if want := string(errorBody(tc.status, tc.msg)); res.body != want {
+				if want := string(httperr.Body(tc.status, tc.msg)); res.body != want {
 					t.Errorf("body\n got %s\nwant %s", res.body, want)
 				}
 			}
@@ -275,7 +276,7 @@ func TestChangesLogErrors(t *testing.T) {
 	gone := cs.metrics.Counter("prodapi_changes_gone_total", "")
 	for _, accept := range []string{"", "text/event-stream"} {
 		res, _ := cs.get(t, "?since=1-0", all, "Accept", accept)
-		if want := string(errorBody(410, msgChangesGone)); res.status != 410 || res.body != want {
+		if want := string(httperr.Body(410, msgChangesGone)); res.status != 410 || res.body != want {
 			t.Errorf("Accept %q, an expired token: %d %s, want 410 %s", accept, res.status, res.body, want)
 		}
 		if got := res.header.Get("Cache-Control"); got != "no-store" {
@@ -543,7 +544,7 @@ func TestChangesStreamEnds(t *testing.T) {
 	closing := func(t *testing.T, r *bufio.Reader, status int, msg string) {
 		t.Helper()
 		ev := mustEvent(t, r)
-		if want := string(errorBody(status, msg)); ev.event != "close" || ev.data != want || ev.hasID {
+		if want := string(httperr.Body(status, msg)); ev.event != "close" || ev.data != want || ev.hasID {
 			t.Errorf("last event %+v, want close %s", ev, want)
 		}
 		if rest, err := io.ReadAll(r); err != nil || len(rest) > 0 {
@@ -595,7 +596,7 @@ func TestChangesStreamLimit(t *testing.T) {
 		t.Fatalf("first stream: %d", first.StatusCode)
 	}
 	res, _ := cs.get(t, "", all, "Accept", "text/event-stream")
-	if res.status != 503 || res.header.Get("Retry-After") != "5" || res.body != string(errorBody(503, msgTooManyStreams)) {
+	if res.status != 503 || res.header.Get("Retry-After") != "5" || res.body != string(httperr.Body(503, msgTooManyStreams)) {
 		t.Errorf("second stream: %d %v %s", res.status, res.header, res.body)
 	}
 	if res, _ := cs.get(t, "", all); res.status != 200 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -28,8 +29,8 @@ func TestErrorOf(t *testing.T) {
 		err  error
 		want answer
 	}{
-		{"a handler's answer", &httpError{status: 401, msg: msgCredentials, header: challenge}, answer{401, msgCredentials, ""}},
-		{"a handler's answer, wrapped", fmt.Errorf("x: %w", &httpError{status: 405, msg: msgMethodNotAllowed}), answer{405, msgMethodNotAllowed, ""}},
+		{"a handler's answer", &httperr.Error{Status: 401, Msg: msgCredentials, Header: challenge}, answer{401, msgCredentials, ""}},
+		{"a handler's answer, wrapped", fmt.Errorf("x: %w", &httperr.Error{Status: 405, Msg: msgMethodNotAllowed}), answer{405, msgMethodNotAllowed, ""}},
 		{"a bad parameter", &query.Error{Status: 400, Message: "where: unknown operator"}, answer{400, "where: unknown operator", ""}},
 		{"a target too long", &query.Error{Status: 414, Message: "request target too long"}, answer{414, "request target too long", ""}},
 		{"a cursor too long", fmt.Errorf("%w: %w", &query.Error{Status: 400, Message: "cursor: too long"}, sources.ErrInvalid), answer{400, "cursor: too long", ""}},
@@ -47,12 +48,12 @@ func TestErrorOf(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			he := errorOf(tc.err)
-			got := answer{he.status, he.msg, he.header.Get("Retry-After")}
+			got := answer{he.Status, he.Msg, he.Header.Get("Retry-After")}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("errorOf(%v) (-want +got):\n%s", tc.err, diff)
 			}
-			if _, status := sources.Classify(tc.err); status != he.status {
-				t.Errorf("errorOf(%v) answers %d, sources.Classify says %d", tc.err, he.status, status)
+			if _, status := sources.Classify(tc.err); status != he.Status {
+				t.Errorf("errorOf(%v) answers %d, sources.Classify says %d", tc.err, he.Status, status)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -53,7 +54,7 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 			id, err = url.PathUnescape(rawID)
 		}
 		if err != nil || !validID(id) {
-			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+			return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 		}
 		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
@@ -102,17 +103,17 @@ func assetID(id string) bool {
 func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 	id, err := url.PathUnescape(chi.URLParam(r, "*"))
 	if err != nil || !assetID(id) {
-		return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 	}
 	if err := s.authorize(w, r, sources.ScopeArchive); err != nil {
 		return err
 	}
 	if s.assets == nil {
-		return &httpError{status: http.StatusNotFound, msg: msgAssetNotFound}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgAssetNotFound}
 	}
 	a, err := s.assets.Asset(r.Context(), id)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &httpError{status: http.StatusNotFound, msg: msgAssetNotFound, err: err}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgAssetNotFound, Err: err}
 	}
 	if err != nil {
 		return err
@@ -188,7 +189,7 @@ func (e *envelopeErrors) WriteHeader(status int) {
 	if status == http.StatusRequestedRangeNotSatisfiable {
 		msg = "The requested range cannot be satisfied."
 	}
-	e.s.writeError(e.ResponseWriter, e.r, &httpError{status: status, msg: msg})
+	e.s.writeError(e.ResponseWriter, e.r, &httperr.Error{Status: status, Msg: msg})
 }
 
 func (e *envelopeErrors) Write(b []byte) (int, error) {

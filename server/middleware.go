@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 )
@@ -244,7 +245,7 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 func (s *Server) limitTarget(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.RequestURI) > query.MaxTarget {
-			s.writeError(w, r, &httpError{status: http.StatusRequestURITooLong, msg: msgTargetTooLong})
+			s.writeError(w, r, &httperr.Error{Status: http.StatusRequestURITooLong, Msg: msgTargetTooLong})
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 		h["Age"] = []string{strconv.FormatInt(int64(age/time.Second), 10)}
 	}
 	if rep.Status == http.StatusNotFound {
-		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
+		s.writeError(w, r, &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound})
 		return
 	}
 	if rep.Total >= 0 {

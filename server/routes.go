@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/prodapi/prodapi/server/httperr"
 )
 
 const allowed = "GET, HEAD, OPTIONS"
@@ -80,12 +82,12 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
-	return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+	return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error {
-	return &httpError{status: http.StatusMethodNotAllowed, msg: msgMethodNotAllowed,
-		header: http.Header{"Allow": {allowed}}}
+	return &httperr.Error{Status: http.StatusMethodNotAllowed, Msg: msgMethodNotAllowed,
+		Header: http.Header{"Allow": {allowed}}}
 }
 
 // handleOptions answers OPTIONS without authentication: no body, Allow.
