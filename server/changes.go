@@ -13,6 +13,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
+	"github.com/prodapi/prodapi/server/negotiate"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -240,7 +241,7 @@ func (s *Server) parseChanges(r *http.Request) (*changeParams, error) {
 	if err != nil {
 		return nil, &httperr.Error{Status: http.StatusBadRequest, Msg: "query string: malformed (an invalid %-escape, or a \";\")", Err: err}
 	}
-	events := wantsEvents(r)
+	events := negotiate.EventStream(r)
 	p := &changeParams{
 		since:  vals.Get("since"),
 		max:    query.MaxResults(vals.Get("max_results")),
@@ -339,22 +340,6 @@ func (p *changeParams) visible(entries []sources.LogEntry) []sources.LogEntry {
 		}
 	}
 	return entries
-}
-
-// wantsEvents reports whether Accept asks for text/event-stream rather
-// than JSON: named with a q above 0, and no lower than application/json's
-// when both are named. */* alone means JSON.
-func wantsEvents(r *http.Request) bool {
-	events, json := -1.0, -1.0
-	eachWeighted(r.Header["Accept"], func(mt string, q float64) {
-		switch {
-		case strings.EqualFold(mt, "text/event-stream"):
-			events = max(events, q)
-		case strings.EqualFold(mt, "application/json"):
-			json = max(json, q)
-		}
-	})
-	return events > 0 && events >= json
 }
 
 // changeLogError is what the client sees of a failed read of the log.

@@ -651,27 +651,6 @@ func TestChangesMetricsDeclared(t *testing.T) {
 	}
 }
 
-func TestWantsEvents(t *testing.T) {
-	for accept, want := range map[string]bool{
-		"":                                    false,
-		"text/event-stream":                   true,
-		"Text/Event-Stream; charset=utf-8":    true,
-		"*/*":                                 false,
-		"application/json, text/event-stream": true,
-		"application/json, text/event-stream;q=0.5": false,
-		"text/event-stream;q=0":                     false,
-		"text/event-stream;q=nonsense":              false,
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		if accept != "" {
-			r.Header.Set("Accept", accept)
-		}
-		if got := wantsEvents(r); got != want {
-			t.Errorf("Accept %q: %v, want %v", accept, got, want)
-		}
-	}
-}
-
 // endlessLog always has max more entries after any position, at once.
 type endlessLog struct{ reads atomic.Int64 }
 

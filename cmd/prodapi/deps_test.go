@@ -22,7 +22,7 @@ import (
 // names a package, which is forbidden, and the packages under it, which
 // are forbidden unless they are leaves: a package of ours that imports
 // nothing else of ours (the metrics registry, server/metrics; the error
-// envelope's writer, server/httperr) carries no arrow back into the layer
+// envelope's writer, server/httperr; server/negotiate) carries no arrow back into the layer
 // it sits in, so any layer may import it.
 func TestDependencyDirection(t *testing.T) {
 	const mod = "github.com/prodapi/prodapi/"
@@ -35,8 +35,9 @@ func TestDependencyDirection(t *testing.T) {
 	noSDK := func(bad ...string) []string { return append(bad, otelSDK...) }
 	leaves := leafPackages(t, mod)
 	for pkg, why := range map[string]string{
-		"server/metrics": "a leaf that every layer may count into",
-		"server/httperr": "a leaf that the server, its change feed and the admin listener write the error envelope with",
+		"server/metrics":   "a leaf that every layer may count into",
+		"server/httperr":   "a leaf that the server, its change feed and the admin listener write the error envelope with",
+		"server/negotiate": "a leaf that the server and its change feed read Accept and Accept-Encoding with",
 	} {
 		if !leaves[mod+pkg] {
 			t.Errorf("%s imports a package of ours: it must stay %s", pkg, why)
@@ -61,6 +62,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"cache/feed", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich")},
 		// The error envelope's writer: nothing of ours at all.
 		{"server/httperr", []string{mod}},
+		{"server/negotiate", []string{mod}},
 		{"server/admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich")},
 		{"server/docsui", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources", mod+"config")},
 		{"config", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources")},
