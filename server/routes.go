@@ -65,7 +65,7 @@ func (s *Server) Handler() http.Handler {
 	api("/docs", s.docsPage(docs))
 	api("/docs/", s.docsPage(docs))
 	api("/docs/{file}", s.docsScript(docs))
-	if s.changes != nil {
+	if s.feed != nil {
 		api("/changes", s.getChanges)
 		api("/changes/", s.getChanges)
 	}

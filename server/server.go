@@ -1,10 +1,10 @@
-// Package server serves the /prodapi/v1 API over HTTP: routing, token
-// checks, parameter validation (server/query), and writing the
-// representations a Loader (the cache, in front of the Renderer)
-// produces. It also serves /changes, the fleet's change log (a
-// ChangeLog the cache keeps), pulled as JSON pages and long polls or
-// pushed as Server-Sent Events (changes.go, changes_stream.go). It never
-// imports a backend driver or adapter.
+// Package server serves the /prodapi/v1 API over HTTP: routing,
+// middleware, token checks, parameter validation (server/query), and
+// writing the representations a Loader (the cache, in front of the
+// Renderer) produces, and every error a handler returns (errors.go, in
+// the envelope server/httperr writes). It mounts /changes, whose answers
+// are server/changes's, behind the same routes, middleware and token
+// checks. It never imports a backend driver or adapter.
 package server
 
 import (
@@ -22,6 +22,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/changes"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
@@ -75,11 +76,9 @@ type Options struct {
 	// secret of this process's own, so cursors do not survive a restart
 	// and fail on other replicas.
 	CursorSecret []byte
-	// Changes is the fleet's change log, served at /changes; nil:
-	// /changes answers 404, as an unknown URL does.
-	Changes ChangeLog
-	// Streams bound /changes event streams and long polls.
-	Streams StreamOptions
+	// Changes answers /changes (server/changes, in front of the fleet's
+	// change log); nil: /changes answers 404, as an unknown URL does.
+	Changes *changes.Feed
 }
 
 // A Check is one dependency /readyz probes.
@@ -144,12 +143,7 @@ type Server struct {
 	requireBackends bool
 	draining        atomic.Bool
 	checkUp         *metrics.Gauge
-	// The change feed (changes.go); changes nil: none.
-	changes       ChangeLog
-	streamOpts    StreamOptions
-	waiters       *waiters
-	changeMetrics *changeMetrics
-	afterFunc     afterFunc // tests move their own clock
+	feed            *changes.Feed // nil: no /changes
 }
 
 // New returns a server answering list and detail requests with load.
@@ -201,13 +195,7 @@ func New(load Loader, opts Options) *Server {
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
-	s.changes = opts.Changes
-	s.streamOpts = opts.Streams.withDefaults()
-	s.waiters = newWaiters(s.streamOpts.Max)
-	s.afterFunc = realAfterFunc
-	if s.changes != nil {
-		s.changeMetrics = newChangeMetrics(s.metrics)
-	}
+	s.feed = opts.Changes
 	s.ids = newRequestIDs()
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
 	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
@@ -234,6 +222,17 @@ func newCursors(secret []byte, now func() time.Time) *query.Cursors {
 // so that load balancers stop sending before the listener closes. main
 // calls it on SIGTERM, before http.Server.Shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// EndStreams ends every /changes event stream and long poll at once, and
+// refuses new ones (changes.Feed.End). http.Server.Shutdown waits for
+// requests to finish, and these would hold it for their whole length:
+// register EndStreams with its RegisterOnShutdown. (Drain, before it,
+// only turns /readyz away.)
+func (s *Server) EndStreams() {
+	if s.feed != nil {
+		s.feed.End()
+	}
+}
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.
 func homeBody() []byte {
@@ -288,10 +287,18 @@ func header(h http.Header, key string) string {
 // handlerFunc is a handler that returns its failure; handle writes it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// handle adapts h, writing the failure it returns; once h has begun its
+// answer (a stream that ended), the failure is for the access log alone.
 func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			s.writeError(w, r, err)
+		err := h(w, r)
+		if err == nil {
+			return
 		}
+		if info := infoOf(w); info != nil && info.status != 0 {
+			info.err = err
+			return
+		}
+		s.writeError(w, r, err)
 	}
 }

@@ -63,6 +63,11 @@ func TestDependencyDirection(t *testing.T) {
 		// The error envelope's writer: nothing of ours at all.
 		{"server/httperr", []string{mod}},
 		{"server/negotiate", []string{mod}},
+		// The change feed's HTTP side: the server mounts it, and it reaches
+		// neither the cache nor the renderer (the log comes through its Log).
+		{"server/changes", noSDK(append(drivers, "github.com/redis/", mod+"cache", mod+"enrich", mod+"config",
+			mod+"server/render", mod+"server/admin")...)},
+		{"server/changes/changestest", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich")},
 		{"server/admin", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich")},
 		{"server/docsui", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources", mod+"config")},
 		{"config", append(drivers, "github.com/redis/", mod+"server", mod+"cache", mod+"enrich", mod+"sources")},
