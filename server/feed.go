@@ -37,3 +37,9 @@ func (c caller) Expires() (time.Duration, bool) {
 	}
 	return c.claims.Expires.Add(c.s.auth.opts.Leeway).Sub(c.s.requestTime(c.w)), true
 }
+
+func (c caller) Waits() {
+	if info := infoOf(c.w); info != nil {
+		info.untimed = true
+	}
+}

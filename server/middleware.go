@@ -39,6 +39,10 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// untimed: a request that waits (a /changes long poll or stream),
+	// which the feed times in its own histograms, and the request-duration
+	// histogram leaves out.
+	untimed bool
 }
 
 // infoOf finds the request's requestInfo under w and the writers that
@@ -177,12 +181,14 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		s.durations.count(route, status)
-		obs := s.durations.observer(route, info.outcome, status)
 		sc := s.sampledSpan(r)
-		if sc.IsSampled() {
-			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
-		} else {
-			obs.Observe(d.Seconds())
+		if !info.untimed {
+			obs := s.durations.observer(route, info.outcome, status)
+			if sc.IsSampled() {
+				metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
+			} else {
+				obs.Observe(d.Seconds())
+			}
 		}
 		// Recorded above for every request: only the log line is sampled.
 		if info.outcome == outcomeHit && !s.access.hits.pick() {

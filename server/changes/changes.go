@@ -16,6 +16,10 @@
 //	            Last-Event-ID), then each as it arrives, a comment after
 //	            every Heartbeat of silence, and a last "close" event when
 //	            the server ends it (the token expired, 410, 503)
+//
+// Long polls and streams are timed in prodapi_changes_wait_seconds and
+// prodapi_changes_stream_seconds, and leave the server's
+// prodapi_http_request_duration_seconds, whose latency they would swamp.
 package changes
 
 import (
@@ -154,6 +158,10 @@ type Caller interface {
 	// request's time, leeway included; ok is false when it never expires
 	// (authentication off).
 	Expires() (left time.Duration, ok bool)
+	// Waits takes the request out of the server's request-duration
+	// histogram: it is a long poll or a stream, which the feed times in
+	// its own.
+	Waits()
 }
 
 // Serve answers a /changes request of c: scopes (403), then parameters
@@ -162,6 +170,7 @@ type Caller interface {
 // answer for the server to write; once a stream's answer has begun, it
 // is only why the server ended it, for the access log.
 func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
+	start := time.Now()
 	allowed, err := readable(c)
 	if err != nil {
 		return err
@@ -176,7 +185,7 @@ func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
 	if p.stream {
 		return f.stream(w, r, c, p)
 	}
-	return f.poll(w, r, p)
+	return f.poll(w, r, c, p, start)
 }
 
 // End ends every /changes event stream and long poll at once, and

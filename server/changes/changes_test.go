@@ -713,6 +713,56 @@ func TestChangesStreamEndLogged(t *testing.T) {
 	}
 }
 
+// Long polls and streams are timed in the feed's own histograms, and
+// leave the request-duration histogram, whose latency they would swamp;
+// /changes without wait, and HEAD, which never waits, stay in it.
+func TestChangesWaitsTimedApart(t *testing.T) {
+	cs := newChangesServer(t)
+	desks := token(t, sources.ScopeDesks)
+	requests := cs.metrics.Histogram("prodapi_http_request_duration_seconds", "", nil, "route", "outcome")
+	waits := cs.metrics.Histogram("prodapi_changes_wait_seconds", "", nil)
+	streams := cs.metrics.Histogram("prodapi_changes_stream_seconds", "", nil)
+	timed := func(t *testing.T, requestsWant, waitsWant, streamsWant uint64) {
+		t.Helper()
+		// The access log writes a request's line once it is counted.
+		testkit.Eventually(t, "the access log's line", func() bool {
+			return len(cs.access.get()) == int(requestsWant+waitsWant+streamsWant)
+		})
+		got := []uint64{requests.Count("/prodapi/v1/changes", "none"), waits.Count(), streams.Count()}
+		if diff := cmp.Diff([]uint64{requestsWant, waitsWant, streamsWant}, got); diff != "" {
+			t.Errorf("requests, long polls, streams timed (-want +got):\n%s", diff)
+		}
+	}
+
+	cs.get(t, "", desks)
+	timed(t, 1, 0, 0)
+
+	poll := make(chan response, 1)
+	go func() { // ends when the poll is answered
+		res, _ := cs.get(t, "?since=now&wait=30", desks)
+		poll <- res
+	}()
+	cs.log.AwaitWaiter(t)
+	cs.log.Append("desks", "d1", sources.OpUpdate, changeAt)
+	if res := <-poll; res.status != 200 {
+		t.Fatalf("long poll: %d %s", res.status, res.body)
+	}
+	timed(t, 1, 1, 0)
+
+	if res := cs.do(t, "HEAD", "/prodapi/v1/changes?wait=30", "Authorization", desks); res.status != 200 {
+		t.Fatalf("HEAD: %d", res.status)
+	}
+	timed(t, 2, 1, 0)
+
+	_, r := cs.openStream(t, "?since=now", desks)
+	cs.log.AwaitWaiter(t)
+	cs.timers.fire(t, time.Hour) // the token expires
+	if rest, err := io.ReadAll(r); err != nil || !strings.Contains(string(rest), "event: close") {
+		t.Fatalf("stream: %q, %v", rest, err)
+	}
+	timed(t, 2, 1, 1)
+}
+
 // Every series of the feed is there from the start.
 func TestChangesMetricsDeclared(t *testing.T) {
 	cs := newChangesServer(t)

@@ -32,11 +32,19 @@ type changeMetrics struct {
 	dropped   *metrics.Counter
 	gone      metrics.CounterSeries
 	refused   metrics.CounterSeries
+	// The requests that wait, timed here rather than in the server's
+	// request-duration histogram, whose latency they would swamp.
+	pollTime   metrics.Observer
+	streamTime metrics.Observer
 }
 
 // lagBuckets are the delivery lag's buckets, in seconds: from a stream
 // that follows within milliseconds to a client catching up on a day.
 var lagBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 86400}
+
+// waitBuckets are the buckets of the requests that wait, in seconds:
+// from a long poll answered at once to a stream held for an hour.
+var waitBuckets = []float64{.1, .5, 1, 2.5, 5, 10, 15, 30, 45, 60, 90, 120, 300, 600, 1200, 1800, 3600}
 
 func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 	cm := &changeMetrics{
@@ -56,6 +64,14 @@ func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 			"/changes requests and streams answered 410: a resume token older than the changes kept.").Series(),
 		refused: m.Counter("prodapi_changes_streams_refused_total",
 			"Event streams refused with 503: PRODAPI_CHANGES_MAX_STREAMS were open, or the server was draining.").Series(),
+		pollTime: m.Histogram("prodapi_changes_wait_seconds",
+			"Whole duration of /changes long polls (GET with wait=), from the request to its answer written; "+
+				"they are not in prodapi_http_request_duration_seconds.",
+			waitBuckets).Observer(),
+		streamTime: m.Histogram("prodapi_changes_stream_seconds",
+			"Lifetime of /changes event streams, from the stream's opening to its end; "+
+				"they are not in prodapi_http_request_duration_seconds.",
+			waitBuckets).Observer(),
 	}
 	// Every series exposed from the start, at 0.
 	for _, t := range []string{transportJSON, transportSSE} {

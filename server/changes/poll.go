@@ -14,8 +14,15 @@ import (
 )
 
 // poll answers /changes in JSON: the entries after since, or, with none
-// and wait=, the first that arrive within wait seconds.
-func (f *Feed) poll(w http.ResponseWriter, r *http.Request, p *changeParams) error {
+// and wait=, the first that arrive within wait seconds. A GET with wait=
+// is a long poll, timed from start, when the feed began to answer it, in
+// prodapi_changes_wait_seconds rather than the server's request
+// histogram.
+func (f *Feed) poll(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams, start time.Time) error {
+	if p.wait > 0 && r.Method != http.MethodHead {
+		c.Waits()
+		defer func() { f.metrics.pollTime.Observe(time.Since(start).Seconds()) }()
+	}
 	entries, next, err := f.read(r.Context(), p.since, p)
 	if err != nil {
 		return f.logError(err)

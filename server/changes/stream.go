@@ -75,7 +75,9 @@ func (ws *waiters) drain() {
 // since, then each one as it arrives, with a comment after every
 // Heartbeat of silence, until the client leaves, its token expires (a
 // last "close" event says so), its position leaves the log, the log
-// fails, or the server drains.
+// fails, or the server drains. A stream that opens is timed, from then
+// to its end, in prodapi_changes_stream_seconds rather than the server's
+// request histogram.
 func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -96,6 +98,9 @@ func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *chang
 		stop := f.opts.AfterFunc(left, func() { cancel(errTokenExpired) })
 		defer stop()
 	}
+	c.Waits()
+	opened := time.Now()
+	defer func() { f.metrics.streamTime.Observe(time.Since(opened).Seconds()) }()
 	f.metrics.streams.Inc()
 	defer f.metrics.streams.Dec()
 
