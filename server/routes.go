@@ -19,7 +19,7 @@ func (s *Server) Handler() http.Handler {
 	// tracing), then one access-log line (which must wrap recovery to log
 	// the 500 it writes), then panic recovery, then the request-target and
 	// header limits, before routing.
-	mux.Use(s.requestID, s.traceRequest, s.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
+	mux.Use(s.requests.requestID, s.traceRequest, s.requests.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
 	// Every handler chi routes to names its pattern for the access log,
 	// the metrics and the span.
 	named := func(pattern string, h http.HandlerFunc) http.HandlerFunc {
@@ -44,7 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.MethodNotAllowed(unrouted(s.handle(s.methodNotAllowed)))
 
 	mux.Get("/healthz", named("/healthz", s.handleHealth))
-	mux.Get("/readyz", named("/readyz", s.handleReady))
+	mux.Get("/readyz", named("/readyz", s.ready.ServeHTTP))
 	mux.Get("/metrics", named("/metrics", s.handleMetrics))
 
 	// The API's routes sit on the root router under their full paths: a
@@ -77,7 +77,7 @@ func (s *Server) Handler() http.Handler {
 		api("/"+res.Name+"/{id}", detail)
 		api("/"+res.Name+"/{id}/", detail)
 	}
-	s.durations.addRoutes(mux)
+	s.requests.durations.addRoutes(mux)
 	return mux
 }
 

@@ -14,8 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -116,34 +114,24 @@ type Server struct {
 	load    Loader
 	auth    *authenticator
 	assets  sources.AssetStore
-	checks  []Check
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
 	clocked bool // Options.Now or AuthOptions.Now was given: read it, not the request's start
 	prefix  string
 	baseURL string
-	// proxyHeader is Options.TrustedProxyHeader in canonical form; "":
-	// none.
-	proxyHeader string
 
 	home, homeETag []byte
-	ids            *requestIDs
-	infos          sync.Pool // *requestInfo
-	access         *accessLogger
 	queries        *queryMemo
-	requests       *metrics.Counter
 	panics         *metrics.Counter
-	inFlight       metrics.GaugeSeries
-	durations      *durationTable
 	metricsHandler http.Handler
 	tracer         trace.Tracer // nil: no spans
 
-	// requireBackends and draining decide /readyz (handleReady).
-	requireBackends bool
-	draining        atomic.Bool
-	checkUp         *metrics.Gauge
-	feed            *changes.Feed // nil: no /changes
+	// The parts with state of their own: the middleware that opens and
+	// closes every request, /readyz, /changes.
+	requests *requestLog
+	ready    *readiness
+	feed     *changes.Feed // nil: no /changes
 }
 
 // New returns a server answering list and detail requests with load.
@@ -152,17 +140,12 @@ func New(load Loader, opts Options) *Server {
 		load:    load,
 		auth:    newAuthenticator(opts.Auth),
 		assets:  opts.Assets,
-		checks:  opts.Checks,
 		metrics: opts.Metrics,
 		logger:  opts.Logger,
 		now:     opts.Now,
 		prefix:  "/" + strings.Trim(opts.Prefix, "/") + "/v1",
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
 	}
-	if opts.TrustedProxyHeader != "" {
-		s.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
-	}
-	s.requireBackends = opts.ReadyRequiresBackends
 	if s.baseURL == "" {
 		s.baseURL = "http://localhost:5500"
 	}
@@ -182,23 +165,15 @@ func New(load Loader, opts Options) *Server {
 	if s.metrics == nil {
 		s.metrics = metrics.NewMetrics()
 	}
-	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
-	s.checkUp = s.metrics.Gauge("prodapi_check_up",
-		"1 while the named check of /readyz (mongo, elastic, sandbox, redis, change_feed) passed its last probe, 0 while it failed.", "check")
-	s.inFlight = s.metrics.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series()
-	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
-		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
-			"(hit, stale, miss, collapsed, bypass, error, none).",
-		nil, "route", "outcome"), s.requests)
+	s.ready = newReadiness(opts.Checks, opts.ReadyRequiresBackends, s.metrics)
 	s.metricsHandler = s.metrics.Handler()
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
 	s.feed = opts.Changes
-	s.ids = newRequestIDs()
+	s.requests = newRequestLog(opts, s.logger, s.metrics)
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
-	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(sources.ETag(s.home))
 	return s
@@ -221,7 +196,7 @@ func newCursors(secret []byte, now func() time.Time) *query.Cursors {
 // Drain marks the server as draining: /readyz answers 503 from then on,
 // so that load balancers stop sending before the listener closes. main
 // calls it on SIGTERM, before http.Server.Shutdown.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() { s.ready.draining.Store(true) }
 
 // EndStreams ends every /changes event stream and long poll at once, and
 // refuses new ones (changes.Feed.End). http.Server.Shutdown waits for
