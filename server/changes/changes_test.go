@@ -118,20 +118,8 @@ type response struct {
 // do sends a request, its header given as name, value pairs.
 func (cs *changesServer) do(t *testing.T, method, target string, header ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, cs.URL+target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{res.StatusCode, res.Header, string(b)}
+	r := testkit.Do(t, method, cs.URL+target, header...)
+	return response{r.Status, r.Header, r.Body}
 }
 
 // changesPage is a /changes answer in JSON.
