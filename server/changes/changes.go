@@ -1,7 +1,7 @@
 // Package changes is the HTTP side of the fleet's change feed: /changes,
 // served from the change log (a Log; package cache/changelog keeps it)
 // as JSON pages, long polls (wait=) and Server-Sent Events, with its
-// options, the waiters that EndStreams ends at once, and its metrics.
+// options, the waiters that End ends at once, and its metrics.
 // Package server mounts it (Feed.Serve) behind its routes, middleware
 // and authentication, and writes the errors it returns: the feed writes
 // no error envelope but the one a stream's last event carries.
