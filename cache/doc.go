@@ -119,7 +119,9 @@
 // (stale-while-revalidate). When a load or refresh fails (unavailable,
 // timeout, partial results, a panic; not a refused query), the last good
 // entry within the window is served (stale-if-error) with fwd=stale and
-// the failure's status; no refresh of that key starts for a second after
+// the failure's status: the one the server answers it with
+// (sources.Classify), 503 unavailable or partial, 504 timed out, 499 a
+// cancelled load, 500 anything else; no refresh of that key starts for a second after
 // a failure, and its stale responses say fwd=stale for 30s. An error never
 // replaces an entry. Only 200 and 404 responses are stored; incomplete
 // ones, partial results and every other status are served once and never

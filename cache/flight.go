@@ -280,16 +280,11 @@ func staleable(err error) bool {
 }
 
 // fwdStatus is the status a failed load stands for, as Cache-Status
-// fwd-status reports it.
+// fwd-status reports it: the status the server answers the failure with
+// (sources.Classify), so a cancelled load reads 499, as its request did.
 func fwdStatus(err error) int {
-	switch {
-	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return 504
-	case errors.Is(err, sources.ErrUnavailable), errors.Is(err, sources.ErrPartial), errors.Is(err, context.Canceled):
-		return 503
-	default:
-		return 500
-	}
+	_, status := sources.Classify(err)
+	return status
 }
 
 // represent builds the Representation of e for one request answered as

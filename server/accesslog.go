@@ -17,8 +17,51 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources/codec"
 )
+
+// requestLog opens and closes every request: it gives the request its id
+// and its requestInfo (requestID, outermost), and on the way out counts
+// and times it and writes its line to the access log (accessLog).
+type requestLog struct {
+	ids       *requestIDs
+	infos     sync.Pool // *requestInfo
+	lines     *accessLogger
+	inFlight  metrics.GaugeSeries
+	durations *durationTable
+	traced    bool // requests have spans (Options.Tracer): lines and exemplars name them
+	// proxyHeader is Options.TrustedProxyHeader in canonical form; "":
+	// none.
+	proxyHeader string
+}
+
+func newRequestLog(opts Options, logger *slog.Logger, m *metrics.Metrics) *requestLog {
+	l := &requestLog{
+		ids:      newRequestIDs(),
+		lines:    &accessLogger{w: opts.AccessLog, logger: logger, hits: newSampler(opts.AccessLogHits)},
+		inFlight: m.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series(),
+		durations: newDurationTable(m.Histogram("prodapi_http_request_duration_seconds",
+			"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
+				"(hit, stale, miss, collapsed, bypass, error, none); /changes long polls and streams are timed apart.",
+			nil, "route", "outcome"),
+			m.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")),
+		traced: opts.Tracer != nil,
+	}
+	if opts.TrustedProxyHeader != "" {
+		l.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
+	}
+	return l
+}
+
+// sampledSpan is the request's span context; without a tracer, none
+// (and no walk up the request's context for it).
+func (l *requestLog) sampledSpan(r *http.Request) trace.SpanContext {
+	if !l.traced {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(r.Context())
+}
 
 // An accessLine is what the access log says about one request.
 type accessLine struct {
@@ -55,10 +98,10 @@ const maxUserAgent = 256
 // peer's when the header holds no address (absent, "unknown", garbage).
 // Forwarded (RFC 7239) is read for the for= of its last element; any
 // other header as a comma-separated list (X-Forwarded-For, X-Real-IP).
-func (s *Server) clientIP(r *http.Request) netip.Addr {
-	if s.proxyHeader != "" {
-		if v := r.Header[s.proxyHeader]; len(v) > 0 {
-			if a, ok := forwardedAddr(v[len(v)-1], s.proxyHeader == "Forwarded"); ok {
+func (l *requestLog) clientIP(r *http.Request) netip.Addr {
+	if l.proxyHeader != "" {
+		if v := r.Header[l.proxyHeader]; len(v) > 0 {
+			if a, ok := forwardedAddr(v[len(v)-1], l.proxyHeader == "Forwarded"); ok {
 				return a
 			}
 		}

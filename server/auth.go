@@ -14,6 +14,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -281,9 +282,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, 
 	}
 	c, err := s.auth.verify(r, s.requestTime(w))
 	if err != nil {
-		return nil, &httpError{
-			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
-			header: http.Header{"Www-Authenticate": {challenge(err)}},
+		return nil, &httperr.Error{
+			Status: http.StatusUnauthorized, Msg: msgCredentials, Err: err,
+			Header: http.Header{"Www-Authenticate": {challenge(err)}},
 		}
 	}
 	if info := infoOf(w); info != nil {
@@ -295,10 +296,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, 
 // forbidden is the 403 of a token that lacks scope: the original's body,
 // and a challenge naming the scope (space-separated scopes, any of which
 // would do, for an endpoint that takes several).
-func forbidden(c *Claims, scope string) *httpError {
-	return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
-		err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
-		header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
+func forbidden(c *Claims, scope string) *httperr.Error {
+	return &httperr.Error{Status: http.StatusForbidden, Msg: msgInvalidScope,
+		Err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
+		Header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
 	}
 }
 

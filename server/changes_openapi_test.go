@@ -11,23 +11,25 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/changes/changestest"
 	"github.com/prodapi/prodapi/sources"
 )
 
 // panickingLog is a change log with a defect: every read panics.
-type panickingLog struct{ *server.TestChangeLog }
+type panickingLog struct{ *changestest.Log }
 
 func (panickingLog) Read(context.Context, string, []string, int) ([]sources.LogEntry, string, error) {
 	panic("test: a defect in the change log")
 }
 
 // newOAChangesServer serves /changes of log, with authentication on.
-func newOAChangesServer(t *testing.T, log server.ChangeLog) *httptest.Server {
+func newOAChangesServer(t *testing.T, log changes.Log) *httptest.Server {
 	t.Helper()
 	srv := server.New(nil, server.Options{
 		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
 		Now:     oaNow,
-		Changes: log,
+		Changes: changes.New(log, changes.Options{}),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -39,7 +41,7 @@ func newOAChangesServer(t *testing.T, log server.ChangeLog) *httptest.Server {
 // a stream are held to the document here.
 func oaChangesExchanges(t *testing.T, d *openAPIDoc) []*oaExchange {
 	t.Helper()
-	log := server.NewTestChangeLog()
+	log := changestest.NewLog()
 	ts := newOAChangesServer(t, log)
 	all := oaToken(t, sources.AllScopes...)
 	desks := oaToken(t, sources.ScopeDesks)
@@ -79,7 +81,7 @@ func oaChangesExchanges(t *testing.T, d *openAPIDoc) []*oaExchange {
 	do(ts.URL, "changes, trimmed, streamed", "GET", "?since=1-0", 410, "Authorization", all, "Accept", "text/event-stream")
 	log.Fail(errors.New("test: the log is down"))
 	do(ts.URL, "changes, log down", "GET", "", 503, "Authorization", all)
-	do(newOAChangesServer(t, panickingLog{server.NewTestChangeLog()}).URL, "changes, defect", "GET", "", 500, "Authorization", all)
+	do(newOAChangesServer(t, panickingLog{changestest.NewLog()}).URL, "changes, defect", "GET", "", 500, "Authorization", all)
 	return exchanges
 }
 
@@ -87,7 +89,7 @@ func oaChangesExchanges(t *testing.T, d *openAPIDoc) []*oaExchange {
 // position (a close event, 410, ends it), and holds each event's data to
 // the document: an entry to ChangeEntry, the close event to the error
 // envelope.
-func oaStream(t *testing.T, d *openAPIDoc, base string, log *server.TestChangeLog, auth string) *oaExchange {
+func oaStream(t *testing.T, d *openAPIDoc, base string, log *changestest.Log, auth string) *oaExchange {
 	t.Helper()
 	// A stream that never ends fails the test rather than hang it.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

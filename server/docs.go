@@ -142,7 +142,7 @@ func (s *Server) docsScript(d *docsUI) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		d.load()
 		if chi.URLParam(r, "file") != d.name {
-			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+			return s.notFound(w, r)
 		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		s.writeTyped(w, r, d.script, hdrJavaScript, "public, max-age=31536000, immutable")

@@ -27,6 +27,8 @@ import (
 	"github.com/prodapi/prodapi/cache"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/changes/changestest"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -774,7 +776,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		}
 		documented[oaShape(p)] = p
 	}
-	h := server.New(nil, server.Options{Changes: server.NewTestChangeLog()}).Handler()
+	h := server.New(nil, server.Options{Changes: changes.New(changestest.NewLog(), changes.Options{})}).Handler()
 	routes, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("Handler returns %T, not a chi router", h)
@@ -905,7 +907,7 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
 		Assets:  oaAssets{store: store, err: failure},
 		Now:     oaNow,
-		Changes: server.NewTestChangeLog(),
+		Changes: changes.New(changestest.NewLog(), changes.Options{}),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

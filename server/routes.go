@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/prodapi/prodapi/server/httperr"
 )
 
 const allowed = "GET, HEAD, OPTIONS"
@@ -17,7 +19,7 @@ func (s *Server) Handler() http.Handler {
 	// tracing), then one access-log line (which must wrap recovery to log
 	// the 500 it writes), then panic recovery, then the request-target and
 	// header limits, before routing.
-	mux.Use(s.requestID, s.traceRequest, s.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
+	mux.Use(s.requests.requestID, s.traceRequest, s.requests.accessLog, s.recoverPanic, s.limitTarget, s.limitHeaders)
 	// Every handler chi routes to names its pattern for the access log,
 	// the metrics and the span.
 	named := func(pattern string, h http.HandlerFunc) http.HandlerFunc {
@@ -42,7 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.MethodNotAllowed(unrouted(s.handle(s.methodNotAllowed)))
 
 	mux.Get("/healthz", named("/healthz", s.handleHealth))
-	mux.Get("/readyz", named("/readyz", s.handleReady))
+	mux.Get("/readyz", named("/readyz", s.ready.ServeHTTP))
 	mux.Get("/metrics", named("/metrics", s.handleMetrics))
 
 	// The API's routes sit on the root router under their full paths: a
@@ -63,7 +65,7 @@ func (s *Server) Handler() http.Handler {
 	api("/docs", s.docsPage(docs))
 	api("/docs/", s.docsPage(docs))
 	api("/docs/{file}", s.docsScript(docs))
-	if s.changes != nil {
+	if s.feed != nil {
 		api("/changes", s.getChanges)
 		api("/changes/", s.getChanges)
 	}
@@ -75,17 +77,17 @@ func (s *Server) Handler() http.Handler {
 		api("/"+res.Name+"/{id}", detail)
 		api("/"+res.Name+"/{id}/", detail)
 	}
-	s.durations.addRoutes(mux)
+	s.requests.durations.addRoutes(mux)
 	return mux
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
-	return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+	return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 }
 
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error {
-	return &httpError{status: http.StatusMethodNotAllowed, msg: msgMethodNotAllowed,
-		header: http.Header{"Allow": {allowed}}}
+	return &httperr.Error{Status: http.StatusMethodNotAllowed, Msg: msgMethodNotAllowed,
+		Header: http.Header{"Allow": {allowed}}}
 }
 
 // handleOptions answers OPTIONS without authentication: no body, Allow.

@@ -78,3 +78,14 @@ func TestRoutePatterns(t *testing.T) {
 		}
 	}
 }
+
+// Without a change log there is no /changes: the routing 404, OPTIONS
+// included.
+func TestChangesOff(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{}`), nil))
+	for _, m := range []string{"GET", "OPTIONS"} {
+		if res := do(t, ts, m, "/prodapi/v1/changes", "Authorization", token(t, sources.AllScopes...)); res.status != 404 || res.body != body404 {
+			t.Errorf("%s without a log: %d %s", m, res.status, res.body)
+		}
+	}
+}

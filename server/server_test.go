@@ -17,6 +17,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const (
@@ -67,24 +68,10 @@ type response struct {
 
 func do(t *testing.T, ts *testServer, method, target string, header ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Ask for the identity coding unless the test says otherwise: left
 	// unset, the transport would ask for gzip and decode it silently.
-	req.Header.Set("Accept-Encoding", "identity")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	// Raw transport: no redirects.
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{res.StatusCode, res.Header, string(b)}
+	r := testkit.Do(t, method, ts.URL+target, append([]string{"Accept-Encoding", "identity"}, header...)...)
+	return response{r.Status, r.Header, r.Body}
 }
 
 func okRep(body string) *sources.Representation {

@@ -31,25 +31,6 @@ var (
 	ErrCursor = fmt.Errorf("sources: the cursor walk cannot continue: %w", ErrInvalid)
 )
 
-// FailureKind names what kind of backend failure err is, as the backend
-// error counter labels it: "unavailable" (ErrUnavailable, ErrPartial),
-// "timeout" (ErrTimeout, a deadline passed), "invalid" (ErrInvalid) or
-// "other". It is "" when err is no failure of the backend: nil,
-// ErrNotFound (an answer), or the caller's cancellation.
-func FailureKind(err error) string {
-	switch {
-	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, context.Canceled):
-		return ""
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrPartial):
-		return "unavailable"
-	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	}
-	return "other"
-}
-
 // A SortKey orders a list by one field.
 type SortKey struct {
 	Field string

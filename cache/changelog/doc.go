@@ -1,8 +1,8 @@
 // Package changelog is the fleet's change log: every change a feed
 // reports (the database's change stream, the poll that stands in for it,
 // a sandbox directory's watcher), appended once, kept for a while, and
-// followed by every replica, which serves it at /changes (package server
-// reads it through its ChangeLog interface).
+// followed by every replica, which serves it at /changes (package
+// server/changes reads it through its Log interface).
 //
 // # Entries and tokens
 //

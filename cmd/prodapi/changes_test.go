@@ -15,6 +15,7 @@ import (
 
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/changes"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -87,7 +88,7 @@ type feedServer struct {
 	metrics *metrics.Metrics
 }
 
-func newFeedServer(t *testing.T, log server.ChangeLog, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
+func newFeedServer(t *testing.T, log changes.Log, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
 	t.Helper()
 	vars := map[string]string{"PRODAPI_AUTH_ENABLED": "false"}
 	for i := 0; i+1 < len(env); i += 2 {
@@ -98,8 +99,8 @@ func newFeedServer(t *testing.T, log server.ChangeLog, maxConns int, heartbeat t
 		t.Fatal(err)
 	}
 	m := metrics.NewMetrics()
-	srv := server.New(nil, server.Options{Changes: log, Metrics: m,
-		Streams: server.StreamOptions{Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout}})
+	srv := server.New(nil, server.Options{Metrics: m,
+		Changes: changes.New(log, changes.Options{Metrics: m, Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/admin"
+	changeshttp "github.com/prodapi/prodapi/server/changes"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
@@ -375,8 +376,8 @@ func (s *service) openServer() {
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
-		Streams:            server.StreamOptions{Max: cfg.ChangesMaxStreams, WriteTimeout: cfg.ChangesWriteTimeout},
-		Changes:            changes,
+		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
+			WriteTimeout: cfg.ChangesWriteTimeout, Metrics: registry}),
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 	})

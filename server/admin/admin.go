@@ -10,7 +10,8 @@
 // The same fields may come as a JSON body instead ({"resource":"items",
 // "ids":["a"]} or {"all":true}) with Content-Type application/json.
 // Answers are JSON: {"_status":"OK","purged":...} or the API's error
-// envelope, {"_status":"ERR","_error":{"code":N,"message":"..."}}.
+// envelope, {"_status":"ERR","_error":{"code":N,"message":"..."}}, which
+// server/httperr writes, as it does the API's.
 //
 // Each purge attempted counts in prodapi_admin_purges_total{scope,result}:
 // scope docs, resource or all; result ok, partial (applied on this
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -86,7 +88,7 @@ func Handler(p Purger, secret string, opts Options) http.Handler {
 		if !h.authorized(w, r) {
 			return
 		}
-		writeError(w, http.StatusNotFound, "Not found: the admin listener serves POST /purge.")
+		httperr.Write(w, r, &httperr.Error{Status: http.StatusNotFound, Msg: "Not found: the admin listener serves POST /purge."})
 	})
 	return mux
 }
@@ -107,8 +109,8 @@ func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), h.secret) == 1 {
 		return true
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="prodapi-admin"`)
-	writeError(w, http.StatusUnauthorized, "Please provide the admin bearer secret.")
+	httperr.Write(w, r, &httperr.Error{Status: http.StatusUnauthorized, Msg: "Please provide the admin bearer secret.",
+		Header: http.Header{"Www-Authenticate": {`Bearer realm="prodapi-admin"`}}})
 	return false
 }
 
@@ -124,14 +126,14 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "The method is not allowed for the requested URL.")
+		httperr.Write(w, r, &httperr.Error{Status: http.StatusMethodNotAllowed, Msg: "The method is not allowed for the requested URL.",
+			Header: http.Header{"Allow": {"POST"}}})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	req, status, msg := parse(r)
 	if status != 0 {
-		writeError(w, status, msg)
+		httperr.Write(w, r, &httperr.Error{Status: status, Msg: msg})
 		return
 	}
 	var err error
@@ -158,11 +160,11 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if partial {
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, "Purged on this replica only: Redis could not be reached, so the other replicas and Redis keep their entries until their TTLs end. Retry.")
+			httperr.Write(w, r, &httperr.Error{Status: http.StatusServiceUnavailable, Err: err, Header: http.Header{"Retry-After": {"5"}},
+				Msg: "Purged on this replica only: Redis could not be reached, so the other replicas and Redis keep their entries until their TTLs end. Retry."})
 			return
 		}
-		writeError(w, http.StatusInternalServerError, "The purge failed.")
+		httperr.Write(w, r, &httperr.Error{Status: http.StatusInternalServerError, Msg: "The purge failed.", Err: err})
 		return
 	}
 	body, _ := json.Marshal(struct {
@@ -230,22 +232,4 @@ func parse(r *http.Request) (req request, status int, msg string) {
 		}
 	}
 	return req, 0, ""
-}
-
-// writeError writes the API's error envelope.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(struct {
-		Status string `json:"_status"`
-		Error  struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"_error"`
-	}{Status: "ERR", Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{status, msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }

@@ -201,3 +201,20 @@ func TestPurgesCounted(t *testing.T) {
 		t.Errorf("%d purges counted, want 4 (refused requests are not purges)", got)
 	}
 }
+
+// The admin listener answers in the API's envelope, written by the API's
+// writer: the same bytes and headers as a refusal of the API.
+func TestRefusalsInTheAPIEnvelope(t *testing.T) {
+	w, _ := do(t, &purges{}, "POST", "/purge?x<y=1", "Bearer "+secret, "", "")
+	want := `{"_status":"ERR","_error":{"code":400,"message":"Unknown parameter \"x<y\": use resource, id and all."}}`
+	if w.Code != 400 || w.Body.String() != want {
+		t.Errorf("%d %s, want 400 %s", w.Code, w.Body, want)
+	}
+	if got := w.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control %q", got)
+	}
+	w, _ = do(t, &purges{}, "POST", "/purge", "Bearer not-the-secret", "", "")
+	if w.Code != 401 || w.Header().Get("WWW-Authenticate") != `Bearer realm="prodapi-admin"` {
+		t.Errorf("%d %v", w.Code, w.Header())
+	}
+}

@@ -1,4 +1,4 @@
-package server
+package changes
 
 import (
 	"context"
@@ -9,19 +9,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Why a stream's context ended, when the server ended it.
 var (
-	errTokenExpired = errors.New("server: the stream's token expired")
-	errDraining     = errors.New("server: the server drains")
-	errStreamLimit  = errors.New("server: too many change streams")
+	errTokenExpired = errors.New("changes: the stream's token expired")
+	errDraining     = errors.New("changes: the server drains")
+	errStreamLimit  = errors.New("changes: too many change streams")
 )
 
 // waiters are the /changes requests that wait, event streams (at most
-// max) and long polls, so that EndStreams can end them at once.
+// max) and long polls, so that End can end them at once.
 type waiters struct {
 	max int
 
@@ -35,7 +36,7 @@ func newWaiters(max int) *waiters {
 	return &waiters{max: max, ends: map[*context.CancelCauseFunc]struct{}{}}
 }
 
-// join registers a waiter, which EndStreams ends with cancel(errDraining).
+// join registers a waiter, which End ends with cancel(errDraining).
 // It fails while the server drains, or for a stream when max are open.
 func (ws *waiters) join(cancel context.CancelCauseFunc, stream bool) (leave func(), err error) {
 	ws.mu.Lock()
@@ -70,80 +71,64 @@ func (ws *waiters) drain() {
 	}
 }
 
-// EndStreams ends every /changes event stream and long poll at once, and
-// refuses new ones: a long poll answers with what it has (nothing), a
-// stream ends without another word. http.Server.Shutdown waits for
-// requests to finish, and these would hold it for their whole length:
-// register EndStreams with its RegisterOnShutdown. (Drain, before it,
-// only turns /readyz away.)
-func (s *Server) EndStreams() { s.waiters.drain() }
-
-// afterFunc runs f after d unless stop is called first:
-// time.AfterFunc, which tests replace with a clock they move.
-type afterFunc func(d time.Duration, f func()) (stop func() bool)
-
-func realAfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-
-// streamChanges answers /changes as Server-Sent Events: the entries
-// after since, then each one as it arrives, with a comment after every
-// Heartbeat of silence, until the client leaves, its token expires
-// (a last "close" event says so), its position leaves the log, the log
-// fails, or the server drains.
-func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request, c *Claims, p *changeParams) error {
+// stream answers /changes as Server-Sent Events: the entries after
+// since, then each one as it arrives, with a comment after every
+// Heartbeat of silence, until the client leaves, its token expires (a
+// last "close" event says so), its position leaves the log, the log
+// fails, or the server drains. A stream that opens is timed, from then
+// to its end, in prodapi_changes_stream_seconds rather than the server's
+// request histogram.
+func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	leave, err := s.waiters.join(cancel, true)
+	leave, err := f.waiters.join(cancel, true)
 	if err != nil {
-		return s.refuseStream(err)
+		return f.refuse(err)
 	}
 	defer leave()
 	// The first read answers in the envelope when it fails (410, 503).
-	entries, next, err := s.readChanges(ctx, p.since, p)
+	entries, next, err := f.read(ctx, p.since, p)
 	if errors.Is(context.Cause(ctx), errDraining) {
-		return s.refuseStream(errDraining)
+		return f.refuse(errDraining)
 	}
 	if err != nil {
-		return s.changeLogError(err)
+		return f.logError(err)
 	}
-	if c != nil {
-		until := c.Expires.Add(s.auth.opts.Leeway).Sub(s.requestTime(w))
-		stop := s.afterFunc(until, func() { cancel(errTokenExpired) })
+	if left, ok := c.Expires(); ok {
+		stop := f.opts.AfterFunc(left, func() { cancel(errTokenExpired) })
 		defer stop()
 	}
-	s.changeMetrics.streams.Inc()
-	defer s.changeMetrics.streams.Dec()
+	c.Waits()
+	opened := time.Now()
+	defer func() { f.metrics.streamTime.Observe(time.Since(opened).Seconds()) }()
+	f.metrics.streams.Inc()
+	defer f.metrics.streams.Dec()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold events back
-	st := &eventStream{s: s, w: w, rc: http.NewResponseController(w), p: p, sent: p.since}
+	st := &eventStream{f: f, w: w, rc: http.NewResponseController(w), p: p, sent: p.since}
 	w.WriteHeader(http.StatusOK)
-	err = st.write(nil)
-	if err != nil {
-		err = st.dropped(err)
-	} else {
-		err = st.run(ctx, p.since, entries, next)
+	if err := st.write(nil); err != nil {
+		return st.dropped(err)
 	}
 	// The answer is written: why the server ended it is for the access
 	// log alone.
-	if info := infoOf(w); info != nil && err != nil {
-		info.err = err
-	}
-	return nil
+	return st.run(ctx, p.since, entries, next)
 }
 
-// refuseStream is the 503 of a stream that cannot open: the server holds
-// as many as it may (errStreamLimit), or drains (errDraining).
-func (s *Server) refuseStream(why error) error {
-	s.changeMetrics.refused.Inc()
-	return &httpError{status: http.StatusServiceUnavailable, msg: msgTooManyStreams, err: why,
-		header: http.Header{"Retry-After": {"5"}}}
+// refuse is the 503 of a stream that cannot open: the server holds as
+// many as it may (errStreamLimit), or drains (errDraining).
+func (f *Feed) refuse(why error) error {
+	f.metrics.refused.Inc()
+	return &httperr.Error{Status: http.StatusServiceUnavailable, Msg: msgTooManyStreams, Err: why,
+		Header: http.Header{"Retry-After": {"5"}}}
 }
 
 // An eventStream writes one stream's events.
 type eventStream struct {
-	s    *Server
+	f    *Feed
 	w    http.ResponseWriter
 	rc   *http.ResponseController
 	p    *changeParams
@@ -155,12 +140,12 @@ type eventStream struct {
 // next, until the stream ends. It returns why the server ended it, nil
 // when the client did.
 func (st *eventStream) run(ctx context.Context, pos string, entries []sources.LogEntry, next string) error {
-	s := st.s
-	beat := s.newBeat(ctx)
+	f := st.f
+	beat := f.newBeat(ctx)
 	defer func() { beat.stop() }()
 	rebeat := func() {
 		beat.stop()
-		beat = s.newBeat(ctx)
+		beat = f.newBeat(ctx)
 	}
 	for {
 		if len(entries) > 0 {
@@ -178,7 +163,7 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 				}
 				rebeat()
 			}
-			if err := s.changes.Wait(beat.ctx, pos); err != nil {
+			if err := f.log.Wait(beat.ctx, pos); err != nil {
 				if ctx.Err() != nil {
 					return st.ended(ctx)
 				}
@@ -187,7 +172,7 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 			}
 		}
 		var err error
-		entries, next, err = st.s.readChanges(ctx, pos, st.p)
+		entries, next, err = f.read(ctx, pos, st.p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return st.ended(ctx)
@@ -205,9 +190,9 @@ type beat struct {
 	timer  func() bool
 }
 
-func (s *Server) newBeat(parent context.Context) *beat {
+func (f *Feed) newBeat(parent context.Context) *beat {
 	ctx, cancel := context.WithCancel(parent)
-	return &beat{ctx: ctx, cancel: cancel, timer: s.afterFunc(s.streamOpts.Heartbeat, cancel)}
+	return &beat{ctx: ctx, cancel: cancel, timer: f.opts.AfterFunc(f.opts.Heartbeat, cancel)}
 }
 
 func (b *beat) due() bool { return b.ctx.Err() != nil }
@@ -233,7 +218,7 @@ func (st *eventStream) send(entries []sources.LogEntry) error {
 		return err
 	}
 	st.sent = entries[len(entries)-1].Token
-	st.s.changeMetrics.deliver(transportSSE, entries, st.s.now())
+	st.f.metrics.deliver(transportSSE, entries, st.f.opts.Now())
 	return nil
 }
 
@@ -264,7 +249,7 @@ func (st *eventStream) keepalive(pos string) error {
 // saying why the stream ends.
 func (st *eventStream) close(status int, msg string) {
 	b := append(st.buf[:0], "event: close\ndata: "...)
-	b = append(b, errorBody(status, msg)...)
+	b = append(b, httperr.Body(status, msg)...)
 	b = append(b, "\n\n"...)
 	st.write(b) // the stream ends whether this arrives or not
 }
@@ -272,7 +257,7 @@ func (st *eventStream) close(status int, msg string) {
 // write writes b and flushes it, under its own deadline: the server's
 // write timeout, set once per request, would cut the stream.
 func (st *eventStream) write(b []byte) error {
-	st.rc.SetWriteDeadline(time.Now().Add(st.s.streamOpts.WriteTimeout))
+	st.rc.SetWriteDeadline(time.Now().Add(st.f.opts.WriteTimeout))
 	if _, err := st.w.Write(b); err != nil {
 		return err
 	}
@@ -293,8 +278,8 @@ func (st *eventStream) dropped(err error) error {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil
 	}
-	st.s.changeMetrics.dropped.Inc(dropSlow)
-	return fmt.Errorf("server: change stream dropped: %w", err)
+	st.f.metrics.dropped.Inc(dropSlow)
+	return fmt.Errorf("changes: change stream dropped: %w", err)
 }
 
 // ended ends a stream whose context ended: the token expired (a close
@@ -304,10 +289,10 @@ func (st *eventStream) ended(ctx context.Context) error {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errTokenExpired):
-		st.s.changeMetrics.dropped.Inc(dropExpired)
+		st.f.metrics.dropped.Inc(dropExpired)
 		st.close(http.StatusUnauthorized, msgStreamExpired)
 	case errors.Is(cause, errDraining):
-		st.s.changeMetrics.dropped.Inc(dropShutdown)
+		st.f.metrics.dropped.Inc(dropShutdown)
 	default:
 		return nil
 	}
@@ -317,12 +302,17 @@ func (st *eventStream) ended(ctx context.Context) error {
 // failed ends a stream whose read of the log failed, with a close event
 // in the terms of the answer a new request would get (410, 503).
 func (st *eventStream) failed(err error) error {
-	he := errorOf(st.s.changeLogError(err))
+	he, ok := errors.AsType[*httperr.Error](st.f.logError(err))
+	if !ok {
+		// A cancellation the log reports while the stream's context
+		// lives: the log failed.
+		he = unavailable(err)
+	}
 	reason := dropUnavailable
-	if he.status == http.StatusGone {
+	if he.Status == http.StatusGone {
 		reason = dropGone
 	}
-	st.s.changeMetrics.dropped.Inc(reason)
-	st.close(he.status, he.msg)
+	st.f.metrics.dropped.Inc(reason)
+	st.close(he.Status, he.Msg)
 	return he
 }

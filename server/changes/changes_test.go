@@ -1,4 +1,4 @@
-package server
+package changes_test
 
 import (
 	"bufio"
@@ -9,46 +9,117 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/changes/changestest"
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
-// changesServer serves a change log through the whole handler, on a
+var (
+	testSecret = []byte("a-test-secret-that-is-at-least-32-bytes-long")
+	testNow    = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+)
+
+// The server's words, for its refusals (401, 403) in front of the feed.
+const (
+	msgCredentials  = "Please provide proper credentials"
+	msgInvalidScope = "Invalid scope"
+)
+
+// token is an Authorization header granting scopes, for an hour from
+// testNow.
+func token(t *testing.T, scopes ...string) string {
+	t.Helper()
+	tok, err := server.MintToken(testSecret, "test-client", scopes, time.Hour, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "Bearer " + tok
+}
+
+// changesServer serves a change log through the whole server, on a
 // clock the test moves.
 type changesServer struct {
 	*httptest.Server
-	srv     *Server
-	log     *TestChangeLog
+	srv     *server.Server
+	log     *changestest.Log
 	timers  *fakeTimers
 	metrics *metrics.Metrics
+	access  *lines // the access log
 }
 
-func newChangesServer(t *testing.T, edit ...func(*Options)) *changesServer {
+// lines is a writer that keeps what it is given, a line a Write.
+type lines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lines) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(b))
+	return len(b), nil
+}
+
+func (l *lines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+// newChangesServer serves cs.log; edit changes the feed's options.
+func newChangesServer(t *testing.T, edit ...func(*changes.Options)) *changesServer {
 	t.Helper()
-	cs := &changesServer{log: NewTestChangeLog(), timers: newFakeTimers(), metrics: metrics.NewMetrics()}
-	opts := Options{
-		Auth:    AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
-		Now:     func() time.Time { return testNow },
-		Metrics: cs.metrics,
-		Changes: cs.log,
-	}
+	cs := &changesServer{log: changestest.NewLog()}
+	cs.serve(t, cs.log, edit...)
+	return cs
+}
+
+// serve serves log, in place of cs.log.
+func (cs *changesServer) serve(t *testing.T, log changes.Log, edit ...func(*changes.Options)) {
+	t.Helper()
+	cs.timers, cs.metrics, cs.access = newFakeTimers(), metrics.NewMetrics(), &lines{}
+	fopts := changes.Options{Metrics: cs.metrics, Now: func() time.Time { return testNow }, AfterFunc: cs.timers.afterFunc}
 	for _, e := range edit {
-		e(&opts)
+		e(&fopts)
 	}
-	cs.srv = New(nil, opts)
-	cs.srv.afterFunc = cs.timers.afterFunc
+	cs.srv = server.New(nil, server.Options{
+		Auth:      server.AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
+		Now:       func() time.Time { return testNow },
+		Metrics:   cs.metrics,
+		AccessLog: cs.access,
+		Changes:   changes.New(log, fopts),
+	})
 	cs.Server = httptest.NewUnstartedServer(cs.srv.Handler())
 	cs.Config.RegisterOnShutdown(cs.srv.EndStreams)
 	cs.Start()
 	t.Cleanup(cs.Close)
-	return cs
+}
+
+// A response is what a request got.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a request, its header given as name, value pairs.
+func (cs *changesServer) do(t *testing.T, method, target string, header ...string) response {
+	t.Helper()
+	r := testkit.Do(t, method, cs.URL+target, header...)
+	return response{r.Status, r.Header, r.Body}
 }
 
 // changesPage is a /changes answer in JSON.
@@ -65,7 +136,7 @@ type changesPage struct {
 
 func (cs *changesServer) get(t *testing.T, target, auth string, header ...string) (response, *changesPage) {
 	t.Helper()
-	res := do(t, &testServer{Server: cs.Server}, "GET", "/prodapi/v1/changes"+target, append([]string{"Authorization", auth}, header...)...)
+	res := cs.do(t, "GET", "/prodapi/v1/changes"+target, append([]string{"Authorization", auth}, header...)...)
 	if res.status != http.StatusOK {
 		return res, nil
 	}
@@ -224,9 +295,9 @@ func TestChangesRefused(t *testing.T) {
 		{"no resource scope, streaming", "", none, sse, "", 403, msgInvalidScope, ""},
 		{"a resource outside the scopes", "?resources=desks,items", desks, "", "", 403, msgInvalidScope,
 			`Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"`},
-		{"bad since", "?since=abc", all, "", "", 400, "since: " + msgBadToken, ""},
-		{"bad since, streaming", "?since=12", all, sse, "", 400, "since: " + msgBadToken, ""},
-		{"bad Last-Event-ID", "?since=1-0", all, sse, "x", 400, "Last-Event-ID: " + msgBadToken, ""},
+		{"bad since", "?since=abc", all, "", "", 400, "since: " + changes.MsgBadToken, ""},
+		{"bad since, streaming", "?since=12", all, sse, "", 400, "since: " + changes.MsgBadToken, ""},
+		{"bad Last-Event-ID", "?since=1-0", all, sse, "x", 400, "Last-Event-ID: " + changes.MsgBadToken, ""},
 		{"unknown resource", "?resources=items,nope", all, "", "", 400,
 			`resources: unknown resource "nope"; the resources are items, desks, assignments, events, events_history, events_files, planning, contacts, users`, ""},
 		{"unknown resource before scope", "?resources=nope,items", desks, "", "", 400, "", ""},
@@ -249,7 +320,7 @@ func TestChangesRefused(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", res.status, tc.status, res.body)
 			}
 			if tc.msg != "" {
-				if want := string(errorBody(tc.status, tc.msg)); res.body != want {
+				if want := string(httperr.Body(tc.status, tc.msg)); res.body != want {
 					t.Errorf("body\n got %s\nwant %s", res.body, want)
 				}
 			}
@@ -275,7 +346,7 @@ func TestChangesLogErrors(t *testing.T) {
 	gone := cs.metrics.Counter("prodapi_changes_gone_total", "")
 	for _, accept := range []string{"", "text/event-stream"} {
 		res, _ := cs.get(t, "?since=1-0", all, "Accept", accept)
-		if want := string(errorBody(410, msgChangesGone)); res.status != 410 || res.body != want {
+		if want := string(httperr.Body(410, changes.MsgChangesGone)); res.status != 410 || res.body != want {
 			t.Errorf("Accept %q, an expired token: %d %s, want 410 %s", accept, res.status, res.body, want)
 		}
 		if got := res.header.Get("Cache-Control"); got != "no-store" {
@@ -300,32 +371,20 @@ func TestChangesLogErrors(t *testing.T) {
 	}
 }
 
-// Without a change log there is no /changes: the routing 404, OPTIONS
-// included.
-func TestChangesOff(t *testing.T) {
-	ts := newTestServer(t, staticLoader(okRep(`{}`), nil))
-	for _, m := range []string{"GET", "OPTIONS"} {
-		if res := do(t, ts, m, "/prodapi/v1/changes", "Authorization", token(t, sources.AllScopes...)); res.status != 404 || res.body != body404 {
-			t.Errorf("%s without a log: %d %s", m, res.status, res.body)
-		}
-	}
-}
-
 func TestChangesMethods(t *testing.T) {
 	cs := newChangesServer(t)
 	cs.log.Append("items", "urn:a", sources.OpUpdate, changeAt)
-	ts := &testServer{Server: cs.Server}
 	all := token(t, sources.AllScopes...)
-	if res := do(t, ts, "OPTIONS", "/prodapi/v1/changes"); res.status != 200 || res.header.Get("Allow") != allowed {
+	if res := cs.do(t, "OPTIONS", "/prodapi/v1/changes"); res.status != 200 || res.header.Get("Allow") != "GET, HEAD, OPTIONS" {
 		t.Errorf("OPTIONS: %d %v", res.status, res.header)
 	}
-	if res := do(t, ts, "POST", "/prodapi/v1/changes", "Authorization", all); res.status != 405 {
+	if res := cs.do(t, "POST", "/prodapi/v1/changes", "Authorization", all); res.status != 405 {
 		t.Errorf("POST: %d", res.status)
 	}
-	get := do(t, ts, "GET", "/prodapi/v1/changes", "Authorization", all)
+	get := cs.do(t, "GET", "/prodapi/v1/changes", "Authorization", all)
 	// HEAD answers the GET's headers, and never waits nor streams.
 	for _, accept := range []string{"", "text/event-stream"} {
-		head := do(t, ts, "HEAD", "/prodapi/v1/changes?wait=60", "Authorization", all, "Accept", accept)
+		head := cs.do(t, "HEAD", "/prodapi/v1/changes?wait=60", "Authorization", all, "Accept", accept)
 		if head.status != 200 || head.body != "" || head.header.Get("Content-Type") != "application/json" ||
 			head.header.Get("Content-Length") == "" {
 			t.Errorf("HEAD, Accept %q: %d %v %q", accept, head.status, head.header, head.body)
@@ -491,14 +550,14 @@ func TestChangesStream(t *testing.T) {
 	// A heartbeat after Heartbeat's silence; past entries the stream
 	// may not see, it carries their position as an id without data.
 	cs.log.AwaitWaiter(t)
-	cs.timers.fire(t, defaultHeartbeat)
+	cs.timers.fire(t, changes.DefaultHeartbeat)
 	if ev = mustEvent(t, r); len(ev.comments) != 1 || ev.comments[0] != "keepalive" || ev.hasID || ev.data != "" {
 		t.Errorf("heartbeat %+v", ev)
 	}
 	cs.log.AwaitWaiter(t)
 	cs.log.Append("desks", "d2", sources.OpUpdate, changeAt)
 	cs.log.AwaitWaiter(t)
-	cs.timers.fire(t, defaultHeartbeat)
+	cs.timers.fire(t, changes.DefaultHeartbeat)
 	if ev = mustEvent(t, r); ev.comments[0] != "keepalive" || ev.id != "5-0" || ev.data != "" {
 		t.Errorf("heartbeat past a hidden entry %+v", ev)
 	}
@@ -543,7 +602,7 @@ func TestChangesStreamEnds(t *testing.T) {
 	closing := func(t *testing.T, r *bufio.Reader, status int, msg string) {
 		t.Helper()
 		ev := mustEvent(t, r)
-		if want := string(errorBody(status, msg)); ev.event != "close" || ev.data != want || ev.hasID {
+		if want := string(httperr.Body(status, msg)); ev.event != "close" || ev.data != want || ev.hasID {
 			t.Errorf("last event %+v, want close %s", ev, want)
 		}
 		if rest, err := io.ReadAll(r); err != nil || len(rest) > 0 {
@@ -555,7 +614,7 @@ func TestChangesStreamEnds(t *testing.T) {
 		_, r := cs.openStream(t, "", token(t, sources.ScopeDesks))
 		cs.log.AwaitWaiter(t)
 		cs.timers.fire(t, time.Hour) // the token's lifetime, on the server's clock
-		closing(t, r, 401, msgStreamExpired)
+		closing(t, r, 401, changes.MsgStreamExpired)
 		if got := dropped(cs, "expired"); got != 1 {
 			t.Errorf("dropped{expired} %d", got)
 		}
@@ -569,7 +628,7 @@ func TestChangesStreamEnds(t *testing.T) {
 		cs.log.AwaitWaiter(t)
 		cs.log.Trim(3)
 		cs.log.Append("items", "b", sources.OpUpdate, changeAt)
-		closing(t, r, 410, msgChangesGone)
+		closing(t, r, 410, changes.MsgChangesGone)
 		if got := dropped(cs, "gone"); got != 1 {
 			t.Errorf("dropped{gone} %d", got)
 		}
@@ -580,7 +639,7 @@ func TestChangesStreamEnds(t *testing.T) {
 		cs.log.AwaitWaiter(t)
 		cs.log.Fail(errors.New("redis: down"))
 		cs.log.Append("items", "b", sources.OpUpdate, changeAt)
-		closing(t, r, 503, msgChangesUnavailable)
+		closing(t, r, 503, changes.MsgChangesUnavailable)
 		if got := dropped(cs, "unavailable"); got != 1 {
 			t.Errorf("dropped{unavailable} %d", got)
 		}
@@ -588,14 +647,14 @@ func TestChangesStreamEnds(t *testing.T) {
 }
 
 func TestChangesStreamLimit(t *testing.T) {
-	cs := newChangesServer(t, func(o *Options) { o.Streams.Max = 1 })
+	cs := newChangesServer(t, func(o *changes.Options) { o.MaxStreams = 1 })
 	all := token(t, sources.AllScopes...)
 	first, _ := cs.openStream(t, "", all)
 	if first.StatusCode != 200 {
 		t.Fatalf("first stream: %d", first.StatusCode)
 	}
 	res, _ := cs.get(t, "", all, "Accept", "text/event-stream")
-	if res.status != 503 || res.header.Get("Retry-After") != "5" || res.body != string(errorBody(503, msgTooManyStreams)) {
+	if res.status != 503 || res.header.Get("Retry-After") != "5" || res.body != string(httperr.Body(503, changes.MsgTooManyStreams)) {
 		t.Errorf("second stream: %d %v %s", res.status, res.header, res.body)
 	}
 	if res, _ := cs.get(t, "", all); res.status != 200 {
@@ -624,6 +683,74 @@ func TestChangesStreamShutdown(t *testing.T) {
 	}
 }
 
+// Why the server ended a stream goes to the access log, on the stream's
+// line (status 200: the answer had begun).
+func TestChangesStreamEndLogged(t *testing.T) {
+	cs := newChangesServer(t)
+	_, r := cs.openStream(t, "", token(t, sources.ScopeDesks))
+	cs.log.AwaitWaiter(t)
+	cs.timers.fire(t, time.Hour) // the token expires
+	if rest, err := io.ReadAll(r); err != nil || !strings.Contains(string(rest), "event: close") {
+		t.Fatalf("stream: %q, %v", rest, err)
+	}
+	// The access log writes the line once the handler has returned.
+	testkit.Eventually(t, "the stream's access line", func() bool { return len(cs.access.get()) == 1 })
+	line := cs.access.get()[0]
+	if !strings.Contains(line, `"status":200,`) || !strings.Contains(line, `"error":"changes: the stream's token expired"`) {
+		t.Errorf("the stream's access line: %s", line)
+	}
+}
+
+// Long polls and streams are timed in the feed's own histograms, and
+// leave the request-duration histogram, whose latency they would swamp;
+// /changes without wait, and HEAD, which never waits, stay in it.
+func TestChangesWaitsTimedApart(t *testing.T) {
+	cs := newChangesServer(t)
+	desks := token(t, sources.ScopeDesks)
+	requests := cs.metrics.Histogram("prodapi_http_request_duration_seconds", "", nil, "route", "outcome")
+	waits := cs.metrics.Histogram("prodapi_changes_wait_seconds", "", nil)
+	streams := cs.metrics.Histogram("prodapi_changes_stream_seconds", "", nil)
+	timed := func(t *testing.T, requestsWant, waitsWant, streamsWant uint64) {
+		t.Helper()
+		// The access log writes a request's line once it is counted.
+		testkit.Eventually(t, "the access log's line", func() bool {
+			return len(cs.access.get()) == int(requestsWant+waitsWant+streamsWant)
+		})
+		got := []uint64{requests.Count("/prodapi/v1/changes", "none"), waits.Count(), streams.Count()}
+		if diff := cmp.Diff([]uint64{requestsWant, waitsWant, streamsWant}, got); diff != "" {
+			t.Errorf("requests, long polls, streams timed (-want +got):\n%s", diff)
+		}
+	}
+
+	cs.get(t, "", desks)
+	timed(t, 1, 0, 0)
+
+	poll := make(chan response, 1)
+	go func() { // ends when the poll is answered
+		res, _ := cs.get(t, "?since=now&wait=30", desks)
+		poll <- res
+	}()
+	cs.log.AwaitWaiter(t)
+	cs.log.Append("desks", "d1", sources.OpUpdate, changeAt)
+	if res := <-poll; res.status != 200 {
+		t.Fatalf("long poll: %d %s", res.status, res.body)
+	}
+	timed(t, 1, 1, 0)
+
+	if res := cs.do(t, "HEAD", "/prodapi/v1/changes?wait=30", "Authorization", desks); res.status != 200 {
+		t.Fatalf("HEAD: %d", res.status)
+	}
+	timed(t, 2, 1, 0)
+
+	_, r := cs.openStream(t, "?since=now", desks)
+	cs.log.AwaitWaiter(t)
+	cs.timers.fire(t, time.Hour) // the token expires
+	if rest, err := io.ReadAll(r); err != nil || !strings.Contains(string(rest), "event: close") {
+		t.Fatalf("stream: %q, %v", rest, err)
+	}
+	timed(t, 2, 1, 1)
+}
+
 // Every series of the feed is there from the start.
 func TestChangesMetricsDeclared(t *testing.T) {
 	cs := newChangesServer(t)
@@ -650,42 +777,21 @@ func TestChangesMetricsDeclared(t *testing.T) {
 	}
 }
 
-func TestWantsEvents(t *testing.T) {
-	for accept, want := range map[string]bool{
-		"":                                    false,
-		"text/event-stream":                   true,
-		"Text/Event-Stream; charset=utf-8":    true,
-		"*/*":                                 false,
-		"application/json, text/event-stream": true,
-		"application/json, text/event-stream;q=0.5": false,
-		"text/event-stream;q=0":                     false,
-		"text/event-stream;q=nonsense":              false,
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		if accept != "" {
-			r.Header.Set("Accept", accept)
-		}
-		if got := wantsEvents(r); got != want {
-			t.Errorf("Accept %q: %v, want %v", accept, got, want)
-		}
-	}
-}
-
 // endlessLog always has max more entries after any position, at once.
 type endlessLog struct{ reads atomic.Int64 }
 
-func (l *endlessLog) Valid(tok string) bool { _, ok := logPosition(tok); return ok }
+func (l *endlessLog) Valid(tok string) bool { _, ok := changestest.Position(tok); return ok }
 
 func (l *endlessLog) Wait(context.Context, string) error { return nil }
 
 func (l *endlessLog) Read(_ context.Context, since string, resources []string, max int) ([]sources.LogEntry, string, error) {
 	l.reads.Add(1)
-	n, _ := logPosition(since)
+	n, _ := changestest.Position(since)
 	out := make([]sources.LogEntry, max)
 	for i := range out {
-		out[i] = sources.LogEntry{Token: logToken(n + i + 1), Resource: resources[0], ID: strings.Repeat("x", 200), Op: sources.OpUpdate}
+		out[i] = sources.LogEntry{Token: changestest.Token(n + i + 1), Resource: resources[0], ID: strings.Repeat("x", 200), Op: sources.OpUpdate}
 	}
-	return out, logToken(n + max), nil
+	return out, changestest.Token(n + max), nil
 }
 
 // A consumer that stops reading is dropped once a write cannot complete
@@ -693,7 +799,8 @@ func (l *endlessLog) Read(_ context.Context, since string, resources []string, m
 // holds, however much the log has.
 func TestChangesSlowConsumer(t *testing.T) {
 	m := metrics.NewMetrics()
-	srv := New(nil, Options{Metrics: m, Changes: &endlessLog{}, Streams: StreamOptions{WriteTimeout: 100 * time.Millisecond}})
+	srv := server.New(nil, server.Options{Metrics: m,
+		Changes: changes.New(&endlessLog{}, changes.Options{Metrics: m, WriteTimeout: 100 * time.Millisecond})})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 
@@ -727,27 +834,93 @@ func TestChangesSlowConsumer(t *testing.T) {
 }
 
 // leakyLog ignores the resources it is given, as a defective log would.
-type leakyLog struct{ *TestChangeLog }
+type leakyLog struct{ *changestest.Log }
 
 func (l leakyLog) Read(ctx context.Context, since string, _ []string, max int) ([]sources.LogEntry, string, error) {
-	return l.TestChangeLog.Read(ctx, since, resourceNames(sources.Resources()), max)
+	var all []string
+	for _, res := range sources.Resources() {
+		all = append(all, res.Name)
+	}
+	return l.Log.Read(ctx, since, all, max)
 }
 
 // Whatever the log returns, no resource outside the request's leaves, and
 // the log's own slice is left as it was.
 func TestChangesNeverLeak(t *testing.T) {
-	log := NewTestChangeLog()
+	log := changestest.NewLog()
 	log.Append("items", "a", sources.OpUpdate, changeAt)
 	log.Append("desks", "d", sources.OpUpdate, changeAt)
 	log.Append("users", "u", sources.OpUpdate, changeAt)
-	cs := newChangesServer(t, func(o *Options) { o.Changes = leakyLog{log} })
+	cs := &changesServer{log: log}
+	cs.serve(t, leakyLog{log})
 	_, p := cs.get(t, "", token(t, sources.ScopeDesks))
 	if diff := cmp.Diff([]string{"desks/d"}, ids(p)); diff != "" {
 		t.Errorf("served (-want +got):\n%s", diff)
 	}
 	entries, _, _ := log.Read(context.Background(), "", []string{"items", "desks", "users"}, 10)
-	p2 := &changeParams{names: []string{"desks"}}
-	if got := p2.visible(entries); len(got) != 1 || entries[0].Resource != "items" || entries[2].Resource != "users" {
+	if got := changes.Visible([]string{"desks"}, entries); len(got) != 1 || entries[0].Resource != "items" || entries[2].Resource != "users" {
 		t.Errorf("visible: %v, and the log's slice became %v", got, entries)
+	}
+}
+
+// fakeTimers is the streams' clock in tests: afterFunc registers a timer,
+// and fire runs one, as if its time had come.
+type fakeTimers struct {
+	mu      sync.Mutex
+	pending map[*fakeTimer]bool
+	added   chan struct{} // gets a value on every afterFunc
+}
+
+type fakeTimer struct {
+	d time.Duration
+	f func()
+}
+
+func newFakeTimers() *fakeTimers {
+	return &fakeTimers{pending: map[*fakeTimer]bool{}, added: make(chan struct{}, 1)}
+}
+
+func (ft *fakeTimers) afterFunc(d time.Duration, f func()) func() bool {
+	t := &fakeTimer{d: d, f: f}
+	ft.mu.Lock()
+	ft.pending[t] = true
+	ft.mu.Unlock()
+	select {
+	case ft.added <- struct{}{}:
+	default:
+	}
+	return func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		was := ft.pending[t]
+		delete(ft.pending, t)
+		return was
+	}
+}
+
+// fire waits for a pending timer of d, and runs it.
+func (ft *fakeTimers) fire(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		ft.mu.Lock()
+		var due *fakeTimer
+		for p := range ft.pending {
+			if p.d == d {
+				due = p
+				break
+			}
+		}
+		delete(ft.pending, due)
+		ft.mu.Unlock()
+		if due != nil {
+			due.f()
+			return
+		}
+		select {
+		case <-ft.added:
+		case <-deadline:
+			t.Fatalf("no timer of %s was set", d)
+		}
 	}
 }

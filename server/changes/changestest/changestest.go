@@ -1,4 +1,7 @@
-package server
+// Package changestest is an in-memory change log for tests of the
+// /changes feed and of what serves it: a changes.Log whose tokens read
+// "<position>-0", which a test appends to, trims, fails and waits on.
+package changestest
 
 import (
 	"context"
@@ -13,11 +16,10 @@ import (
 	"github.com/prodapi/prodapi/sources"
 )
 
-// A TestChangeLog is an in-memory ChangeLog for tests (exported for the
-// server_test package's): entries at positions 1, 2..., whose tokens read
-// "<position>-0"; "0-0" is the position before the first. Trim drops the
-// oldest, as the real log's retention does.
-type TestChangeLog struct {
+// A Log is an in-memory changes.Log: entries at positions 1, 2...,
+// whose tokens read "<position>-0"; "0-0" is the position before the
+// first. Trim drops the oldest, as the real log's retention does.
+type Log struct {
 	mu      sync.Mutex
 	entries []sources.LogEntry // every entry appended; those after trimmed are kept
 	trimmed int                // entries up to this position are gone
@@ -27,23 +29,26 @@ type TestChangeLog struct {
 	waiting chan struct{}      // gets a value whenever a Wait starts blocking
 }
 
-func NewTestChangeLog() *TestChangeLog {
-	return &TestChangeLog{grew: make(chan struct{}), waiting: make(chan struct{}, 1)}
+// NewLog returns an empty log.
+func NewLog() *Log {
+	return &Log{grew: make(chan struct{}), waiting: make(chan struct{}, 1)}
 }
 
-func logToken(n int) string { return strconv.Itoa(n) + "-0" }
+// Token is the token of position n.
+func Token(n int) string { return strconv.Itoa(n) + "-0" }
 
-func logPosition(tok string) (int, bool) {
+// Position is the position of tok; ok is false when tok is no token.
+func Position(tok string) (n int, ok bool) {
 	s, ok := strings.CutSuffix(tok, "-0")
 	n, err := strconv.Atoi(s)
 	return n, ok && err == nil && n >= 0 && strconv.Itoa(n) == s
 }
 
 // Append adds a change and returns its token.
-func (l *TestChangeLog) Append(resource, id, op string, at time.Time) string {
+func (l *Log) Append(resource, id, op string, at time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tok := logToken(len(l.entries) + 1)
+	tok := Token(len(l.entries) + 1)
 	l.entries = append(l.entries, sources.LogEntry{Token: tok, Resource: resource, ID: id, Op: op, At: at})
 	close(l.grew)
 	l.grew = make(chan struct{})
@@ -51,28 +56,28 @@ func (l *TestChangeLog) Append(resource, id, op string, at time.Time) string {
 }
 
 // Trim drops the entries up to and including position n.
-func (l *TestChangeLog) Trim(n int) {
+func (l *Log) Trim(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.trimmed = n
 }
 
 // Fail makes every Read fail with err (nil: succeed again).
-func (l *TestChangeLog) Fail(err error) {
+func (l *Log) Fail(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.err = err
 }
 
 // Reads returns the resources every Read was given.
-func (l *TestChangeLog) Reads() [][]string {
+func (l *Log) Reads() [][]string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.reads)
 }
 
 // AwaitWaiter returns once some Wait is blocked on the log.
-func (l *TestChangeLog) AwaitWaiter(t *testing.T) {
+func (l *Log) AwaitWaiter(t testing.TB) {
 	t.Helper()
 	select {
 	case <-l.waiting:
@@ -81,12 +86,15 @@ func (l *TestChangeLog) AwaitWaiter(t *testing.T) {
 	}
 }
 
-func (l *TestChangeLog) Valid(tok string) bool {
-	_, ok := logPosition(tok)
+// Valid reports whether tok is a token of the log.
+func (l *Log) Valid(tok string) bool {
+	_, ok := Position(tok)
 	return ok
 }
 
-func (l *TestChangeLog) Read(ctx context.Context, since string, resources []string, max int) ([]sources.LogEntry, string, error) {
+// Read reads the log as changes.Log.Read does, and remembers the
+// resources it was given (Reads).
+func (l *Log) Read(ctx context.Context, since string, resources []string, max int) ([]sources.LogEntry, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reads = append(l.reads, slices.Clone(resources))
@@ -96,13 +104,13 @@ func (l *TestChangeLog) Read(ctx context.Context, since string, resources []stri
 	if resources == nil || max < 1 {
 		return nil, "", fmt.Errorf("test log: Read(%q, %v, %d): resources nil or max < 1", since, resources, max)
 	}
-	from, next := l.trimmed, logToken(l.trimmed)
+	from, next := l.trimmed, Token(l.trimmed)
 	switch since {
 	case "":
 	case "now":
-		return nil, logToken(len(l.entries)), nil
+		return nil, Token(len(l.entries)), nil
 	default:
-		n, ok := logPosition(since)
+		n, ok := Position(since)
 		switch {
 		case !ok:
 			return nil, "", fmt.Errorf("test log: %q: %w", since, sources.ErrInvalid)
@@ -124,10 +132,11 @@ func (l *TestChangeLog) Read(ctx context.Context, since string, resources []stri
 	return out, next, nil
 }
 
-func (l *TestChangeLog) Wait(ctx context.Context, since string) error {
+// Wait waits as changes.Log.Wait does.
+func (l *Log) Wait(ctx context.Context, since string) error {
 	for {
 		l.mu.Lock()
-		n, ok := logPosition(since)
+		n, ok := Position(since)
 		if !ok {
 			n = l.trimmed
 		}
@@ -147,68 +156,6 @@ func (l *TestChangeLog) Wait(ctx context.Context, since string) error {
 		case <-grew:
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-	}
-}
-
-// fakeTimers is the streams' clock in tests: afterFunc registers a timer,
-// and fire runs one, as if its time had come.
-type fakeTimers struct {
-	mu      sync.Mutex
-	pending map[*fakeTimer]bool
-	added   chan struct{} // gets a value on every afterFunc
-}
-
-type fakeTimer struct {
-	d time.Duration
-	f func()
-}
-
-func newFakeTimers() *fakeTimers {
-	return &fakeTimers{pending: map[*fakeTimer]bool{}, added: make(chan struct{}, 1)}
-}
-
-func (ft *fakeTimers) afterFunc(d time.Duration, f func()) func() bool {
-	t := &fakeTimer{d: d, f: f}
-	ft.mu.Lock()
-	ft.pending[t] = true
-	ft.mu.Unlock()
-	select {
-	case ft.added <- struct{}{}:
-	default:
-	}
-	return func() bool {
-		ft.mu.Lock()
-		defer ft.mu.Unlock()
-		was := ft.pending[t]
-		delete(ft.pending, t)
-		return was
-	}
-}
-
-// fire waits for a pending timer of d, and runs it.
-func (ft *fakeTimers) fire(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		ft.mu.Lock()
-		var due *fakeTimer
-		for p := range ft.pending {
-			if p.d == d {
-				due = p
-				break
-			}
-		}
-		delete(ft.pending, due)
-		ft.mu.Unlock()
-		if due != nil {
-			due.f()
-			return
-		}
-		select {
-		case <-ft.added:
-		case <-deadline:
-			t.Fatalf("no timer of %s was set", d)
 		}
 	}
 }

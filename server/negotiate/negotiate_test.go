@@ -1,11 +1,12 @@
-package server
+package negotiate
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
-func TestAcceptsGzip(t *testing.T) {
+func TestGzip(t *testing.T) {
 	for _, tc := range []struct {
 		header []string
 		want   bool
@@ -39,8 +40,29 @@ func TestAcceptsGzip(t *testing.T) {
 		for _, v := range tc.header {
 			r.Header.Add("Accept-Encoding", v)
 		}
-		if got := acceptsGzip(r); got != tc.want {
+		if got := Gzip(r); got != tc.want {
 			t.Errorf("Accept-Encoding %q: gzip %t, want %t", tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestEventStream(t *testing.T) {
+	for accept, want := range map[string]bool{
+		"":                                    false,
+		"text/event-stream":                   true,
+		"Text/Event-Stream; charset=utf-8":    true,
+		"*/*":                                 false,
+		"application/json, text/event-stream": true,
+		"application/json, text/event-stream;q=0.5": false,
+		"text/event-stream;q=0":                     false,
+		"text/event-stream;q=nonsense":              false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		if got := EventStream(r); got != want {
+			t.Errorf("Accept %q: %v, want %v", accept, got, want)
 		}
 	}
 }
