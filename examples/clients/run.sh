@@ -44,6 +44,9 @@ timed() {
 sandbox() {
 	go build -o "$work/prodapi" ./cmd/prodapi
 	local secret=clients-test-secret-of-at-least-32-bytes
+	# Emptied first: the background job's own redirection may come after the
+	# first look for the address, which would read a previous run's.
+	: >"$work/prodapi.out"
 	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret \
 		"$work/prodapi" -addr 127.0.0.1:0 >"$work/prodapi.out" 2>"$work/prodapi.log" &
 	pid=$!
