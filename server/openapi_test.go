@@ -888,6 +888,12 @@ func (a oaAssets) Asset(ctx context.Context, id string) (*sources.Asset, error) 
 // would otherwise serve nothing either).
 func newOAServer(t *testing.T, failure error) *httptest.Server {
 	t.Helper()
+	return newOAServerLog(t, failure, server.NewTestChangeLog())
+}
+
+// newOAServerLog is newOAServer serving /changes of log.
+func newOAServerLog(t *testing.T, failure error, log server.ChangeLog) *httptest.Server {
+	t.Helper()
 	store, err := sandbox.Sample(sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -905,7 +911,7 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
 		Assets:  oaAssets{store: store, err: failure},
 		Now:     oaNow,
-		Changes: server.NewTestChangeLog(),
+		Changes: log,
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -967,6 +973,10 @@ func oaDo(t *testing.T, base, name, method, target string, header ...string) *oa
 		t.Fatalf("%s: %v", name, err)
 	}
 	defer res.Body.Close()
+	x := &oaExchange{name: name, method: method, target: target, reqHeader: header, status: res.StatusCode, header: res.Header}
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
+		return x // a stream lasts: its status and headers are the exchange
+	}
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -980,7 +990,8 @@ func oaDo(t *testing.T, base, name, method, target string, header ...string) *oa
 			t.Fatalf("%s: gzip: %v", name, err)
 		}
 	}
-	return &oaExchange{name: name, method: method, target: target, reqHeader: header, status: res.StatusCode, header: res.Header, body: body}
+	x.body = body
+	return x
 }
 
 // Headers every response may carry without the document naming them.
