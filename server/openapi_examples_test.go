@@ -135,7 +135,7 @@ func TestOpenAPIExampleRequests(t *testing.T) {
 			t.Errorf("%s shows no request (a quoted %s, or %s)", key, `"$API/<path>"`, `"<resource>?..."`)
 		}
 		for _, m := range found {
-			works(request(key, m[1]))
+			works(request(key, m[1]+m[2]))
 		}
 	}
 	for _, o := range d.operations() {
@@ -285,9 +285,9 @@ func oaEscapeTarget(target string) string {
 
 // oaSampleTargets finds the requests a code sample shows: a quoted
 // target under the API ("$API/items?max_results=100&cursor=",
-// `${API}/desks`, API + "/items/<id>") or relative to it
+// `${API}/desks`, API + "/items/<id>", "$API/") or relative to it
 // ("changes?since=now"), whole (nothing for the shell or the language to
-// fill in).
+// fill in). The target is the first submatch and the second together.
 func oaSampleTargets(d *openAPIDoc) *regexp.Regexp {
 	var roots []string
 	for p := range mapAt(d.root, "paths") {
@@ -297,5 +297,6 @@ func oaSampleTargets(d *openAPIDoc) *regexp.Regexp {
 		}
 	}
 	slices.Sort(roots)
-	return regexp.MustCompile("[\"'`](?:\\$API/|\\$\\{API\\}/|/)?((?:" + strings.Join(roots, "|") + ")(?:[/?][^\"'`\\s$<{]*)?)[\"'`]")
+	target := "(?:" + strings.Join(roots, "|") + ")(?:[/?][^\"'`\\s$<{]*)?"
+	return regexp.MustCompile("[\"'`](?:(?:\\$API|\\$\\{API\\})/(" + target + ")?|/?(" + target + "))[\"'`]")
 }
