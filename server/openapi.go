@@ -22,10 +22,12 @@ var openAPIDocument string
 const openAPIServerURL = "http://localhost:5500/prodapi/v1"
 
 // openAPIDocumentFor returns the document with its server URL replaced
-// by the service's ("https://news.example/api/news/v1").
+// by the service's ("https://news.example/api/news/v1"), wherever it
+// appears: in servers, and in the code samples and examples, so that a
+// sample copied from the served document runs against the service.
 func openAPIDocumentFor(serverURL string) []byte {
-	old := codec.AppendJSONString(nil, openAPIServerURL)
-	return bytes.Replace([]byte(openAPIDocument), old, codec.AppendJSONString(nil, serverURL), 1)
+	quoted := codec.AppendJSONString(nil, serverURL)
+	return bytes.ReplaceAll([]byte(openAPIDocument), []byte(openAPIServerURL), quoted[1:len(quoted)-1])
 }
 
 // openAPI serves the description at <prefix>/v1/openapi.json. It needs no
