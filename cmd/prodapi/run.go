@@ -283,7 +283,7 @@ func serve(ctx context.Context, e env, args []string) error {
 		Prefix:  cfg.URLPrefix,
 		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
-			Audience: cfg.Audience},
+			Audience: cfg.Audience, TokenURL: cfg.TokenURL},
 		Assets:             assets,
 		Checks:             checks,
 		Metrics:            registry,
