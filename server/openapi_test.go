@@ -1498,3 +1498,84 @@ func TestOpenAPINamesTheGrammar(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIOAuth2 checks the served document with a token URL
+// (PRODAPI_TOKEN_URL): an oauth2 client-credentials scheme against it,
+// naming every scope the operations need and what each reads, and beside
+// every bearer requirement the same oauth2 one; nothing else changes.
+// Without a token URL, or with one the server cannot name (config refuses
+// it), the document offers no OAuth 2.
+func TestOpenAPIOAuth2(t *testing.T) {
+	serve := func(tokenURL string) map[string]any {
+		t.Helper()
+		ts := httptest.NewServer(server.New(nil, server.Options{Auth: server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), TokenURL: tokenURL}}).Handler())
+		defer ts.Close()
+		x := oaDo(t, ts.URL, "openapi.json", "GET", oaPrefix+"/openapi.json")
+		v, err := decodeJSON(x.body)
+		if x.status != 200 || err != nil {
+			t.Fatalf("token URL %q: %d, %v", tokenURL, x.status, err)
+		}
+		return v.(map[string]any)
+	}
+	plain := serve("")
+	if at(plain, "components", "securitySchemes", "oauth2") != nil {
+		t.Error("without a token URL, the document offers OAuth 2")
+	}
+	if diff := cmp.Diff(plain, serve("/api/auth_server/token")); diff != "" {
+		t.Errorf("with a relative token URL, the document changed (-without +with):\n%s", diff)
+	}
+
+	const tokenURL = "https://superdesk.example/api/auth_server/token"
+	doc := serve(tokenURL)
+	want := map[string]any{
+		"ARCHIVE_READ":     "Read items, assets.",
+		"DESKS_READ":       "Read desks.",
+		"ASSIGNMENTS_READ": "Read assignments.",
+		"EVENTS_READ":      "Read events, events_history, events_files.",
+		"PLANNING_READ":    "Read planning.",
+		"CONTACTS_READ":    "Read contacts.",
+		"USERS_READ":       "Read users.",
+	}
+	scheme := mapAt(doc, "components", "securitySchemes", "oauth2")
+	if scheme["type"] != "oauth2" || at(scheme, "flows", "clientCredentials", "tokenUrl") != tokenURL || len(mapAt(scheme, "flows")) != 1 {
+		t.Errorf("securitySchemes.oauth2 = %v", scheme)
+	}
+	if diff := cmp.Diff(want, mapAt(scheme, "flows", "clientCredentials", "scopes")); diff != "" {
+		t.Errorf("oauth2 scopes (-want +got):\n%s", diff)
+	}
+	for _, s := range sources.AllScopes {
+		if _, ok := want[s]; !ok {
+			t.Errorf("scope %s: the test does not know it", s)
+		}
+	}
+
+	// Take the oauth2 requirements out, each after the bearer one it
+	// repeats, and the scheme: the document without a token URL is left.
+	strip := func(where string, security []any) []any {
+		var bearer, oauth2 []any
+		for _, req := range security {
+			if s, ok := at(req, "bearer").([]any); ok {
+				bearer = append(bearer, s)
+			} else if s, ok := at(req, "oauth2").([]any); ok {
+				oauth2 = append(oauth2, s)
+			} else {
+				t.Errorf("%s: requirement %v", where, req)
+			}
+		}
+		if diff := cmp.Diff(bearer, oauth2); diff != "" {
+			t.Errorf("%s: the oauth2 requirements are not the bearer ones (-bearer +oauth2):\n%s", where, diff)
+		}
+		return security[:len(bearer)]
+	}
+	doc["security"] = strip("security", doc["security"].([]any))
+	for p, item := range mapAt(doc, "paths") {
+		op := mapAt(item, "get")
+		if sec, ok := op["security"].([]any); ok {
+			op["security"] = strip(p, sec)
+		}
+	}
+	delete(mapAt(doc, "components", "securitySchemes"), "oauth2")
+	if diff := cmp.Diff(plain, doc); diff != "" {
+		t.Errorf("beyond OAuth 2, the document changed (-without +with):\n%s", diff)
+	}
+}

@@ -62,7 +62,7 @@ func (s *Server) Handler() http.Handler {
 	docs := s.newDocsUI()
 	api("/docs", s.docsPage(docs))
 	api("/docs/", s.docsPage(docs))
-	api("/docs/{file}", s.docsScript(docs))
+	api("/docs/{file}", s.docsFiles(docs))
 	if s.changes != nil {
 		api("/changes", s.getChanges)
 		api("/changes/", s.getChanges)
