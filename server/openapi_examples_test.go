@@ -48,42 +48,72 @@ func TestOpenAPIExampleRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := newOAServerLog(t, nil, log)
-	auth := []string{"Authorization", oaToken(t, sources.AllScopes...)}
-	requested := 0
-	request := func(name, target string, header ...string) *oaExchange {
-		t.Helper()
-		requested++
-		x := oaDo(t, ts.URL, name, "GET", oaPrefix+"/"+strings.TrimPrefix(target, "/"), append(header, auth...)...)
-		d.check(t, x)
-		return x
-	}
-	works := func(x *oaExchange) {
-		t.Helper()
-		if x.status >= 400 {
-			t.Errorf("%s: GET %s → %d: %s", x.name, shorten(x.target), x.status, x.body)
+	r := &oaExampleRun{t: t, d: d, base: newOAServerLog(t, nil, log).URL,
+		auth: []string{"Authorization", oaToken(t, sources.AllScopes...)}, met: map[string]bool{}}
+	r.parameters()
+	r.components()
+	r.samples()
+	for _, key := range slices.Sorted(maps.Keys(oaUnrequested)) {
+		if r.met[key] {
+			t.Logf("not requested: %s: %s", key, oaUnrequested[key])
+		} else {
+			t.Errorf("oaUnrequested lists %s, which the document no longer has", key)
 		}
 	}
-	met := map[string]bool{}
-	unrequested := func(key string) bool {
-		_, ok := oaUnrequested[key]
-		met[key] = met[key] || ok
-		return ok
-	}
+	t.Logf("%d example requests", r.requested)
+}
 
-	for _, o := range d.operations() {
-		base, params := oaExamplePath(t, d, o)
+// An oaExampleRun requests the document's examples from a server.
+type oaExampleRun struct {
+	t         *testing.T
+	d         *openAPIDoc
+	base      string   // the server's URL
+	auth      []string // the Authorization header, with every scope
+	requested int
+	met       map[string]bool // the keys of oaUnrequested met
+}
+
+// request sends GET <prefix>/<target> and holds the exchange to the
+// document.
+func (r *oaExampleRun) request(name, target string, header ...string) *oaExchange {
+	r.t.Helper()
+	r.requested++
+	x := oaDo(r.t, r.base, name, "GET", oaPrefix+"/"+strings.TrimPrefix(target, "/"), append(header, r.auth...)...)
+	r.d.check(r.t, x)
+	return x
+}
+
+// works fails the test when x is an error.
+func (r *oaExampleRun) works(x *oaExchange) {
+	r.t.Helper()
+	if x.status >= 400 {
+		r.t.Errorf("%s: GET %s → %d: %s", x.name, shorten(x.target), x.status, x.body)
+	}
+}
+
+// unrequested reports whether oaUnrequested lists key, and notes it met.
+func (r *oaExampleRun) unrequested(key string) bool {
+	_, ok := oaUnrequested[key]
+	r.met[key] = r.met[key] || ok
+	return ok
+}
+
+// parameters requests each parameter example on each operation taking
+// it, and each operation with every default at once.
+func (r *oaExampleRun) parameters() {
+	for _, o := range r.d.operations() {
+		base, params := oaExamplePath(r.t, r.d, o)
 		defaults := url.Values{}
 		for _, p := range params {
-			for _, ex := range oaParamExamples(d, p) {
-				if unrequested(ex.key) {
+			for _, ex := range oaParamExamples(r.d, p) {
+				if r.unrequested(ex.key) {
 					continue
 				}
 				switch p.in {
 				case "query":
-					works(request(o.id+" "+ex.key, base+"?"+oaQuery(p.name, ex.value)))
+					r.works(r.request(o.id+" "+ex.key, base+"?"+oaQuery(p.name, ex.value)))
 				case "header":
-					works(request(o.id+" "+ex.key, base, p.name, ex.value))
+					r.works(r.request(o.id+" "+ex.key, base, p.name, ex.value))
 				}
 			}
 			if def := at(p.p, "schema", "default"); def != nil && p.in == "query" {
@@ -94,16 +124,19 @@ func TestOpenAPIExampleRequests(t *testing.T) {
 			}
 		}
 		if len(defaults) > 0 {
-			works(request(o.id+" with every default", base+"?"+defaults.Encode()))
+			r.works(r.request(o.id+" with every default", base+"?"+defaults.Encode()))
 		}
 	}
+}
 
-	// The request each component example names, by the status it is
-	// documented under.
+// components requests what each component example names, expecting the
+// status it is documented under and the documents it shows.
+func (r *oaExampleRun) components() {
+	t, d := r.t, r.d
 	statuses := oaExampleStatuses(t, d)
 	for _, name := range sortedKeys(mapAt(d.root, "components", "examples")) {
 		key := "examples/" + name
-		if unrequested(key) {
+		if r.unrequested(key) {
 			continue
 		}
 		desc, _ := at(d.root, "components", "examples", name, "description").(string)
@@ -113,7 +146,7 @@ func TestOpenAPIExampleRequests(t *testing.T) {
 			continue
 		}
 		target, _, _ = strings.Cut(target, " ")
-		x := request(key, oaEscapeTarget(strings.TrimRight(target, ",.:")))
+		x := r.request(key, oaEscapeTarget(strings.TrimRight(target, ",.:")))
 		if want := statuses[name]; fmt.Sprint(x.status) != want {
 			t.Errorf("%s: GET %s → %d, documented under %s: %s", key, shorten(x.target), x.status, want, x.body)
 			continue
@@ -126,37 +159,31 @@ func TestOpenAPIExampleRequests(t *testing.T) {
 			t.Errorf("%s shows the documents %q; GET %s answers %q", key, shown, shorten(x.target), answered)
 		}
 	}
+}
 
-	// Code samples and the guide.
-	targets := oaSampleTargets(d)
+// samples requests what the code samples and the guide's code blocks
+// show; each must show one request at least.
+func (r *oaExampleRun) samples() {
+	targets := oaSampleTargets(r.d)
 	sample := func(key, source string) {
 		found := targets.FindAllStringSubmatch(source, -1)
 		if len(found) == 0 {
-			t.Errorf("%s shows no request (a quoted %s, or %s)", key, `"$API/<path>"`, `"<resource>?..."`)
+			r.t.Errorf("%s shows no request (a quoted %s, or %s)", key, `"$API/<path>"`, `"<resource>?..."`)
 		}
 		for _, m := range found {
-			works(request(key, m[1]+m[2]))
+			r.works(r.request(key, m[1]+m[2]))
 		}
 	}
-	for _, o := range d.operations() {
+	for _, o := range r.d.operations() {
 		samples, _ := o.op["x-codeSamples"].([]any)
 		for _, s := range samples {
 			sample(fmt.Sprintf("%s x-codeSamples %v", o.id, at(s, "label")), at(s, "source").(string))
 		}
 	}
-	guide, _ := at(d.root, "info", "description").(string)
+	guide, _ := at(r.d.root, "info", "description").(string)
 	for i, block := range regexp.MustCompile("(?s)```[a-z]*\n(.*?)```").FindAllStringSubmatch(guide, -1) {
 		sample(fmt.Sprintf("info.description code block %d", i+1), block[1])
 	}
-
-	for _, key := range slices.Sorted(maps.Keys(oaUnrequested)) {
-		if met[key] {
-			t.Logf("not requested: %s: %s", key, oaUnrequested[key])
-		} else {
-			t.Errorf("oaUnrequested lists %s, which the document no longer has", key)
-		}
-	}
-	t.Logf("%d example requests", requested)
 }
 
 // oaUnrequested are the examples TestOpenAPIExampleRequests leaves out,
