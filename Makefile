@@ -70,27 +70,27 @@ monitoring-test:
 	  $(GO) tool promtool test rules prometheus/rules_test.yaml && \
 	  $(GO) test -count=1 ./...
 
-# The Redoc release of the API reference page: server/docsui/package-lock.json pins it.
+# The Swagger UI release of the API reference page: server/docsui/package-lock.json pins it.
 DOCS_UI = server/docsui
-# Redoc's sidebar shows Redocly's logo from Redocly's CDN, which an offline page cannot reach and
-# its Content-Security-Policy refuses: the copy's image has no source, so Redoc hides it.
-REDOC_LOGO = https://cdn.redoc.ly/redoc/logo-mini.svg
+# The stylesheet names its source map, which the copy does not carry: the comment goes, so that no
+# browser asks for it.
+DOCS_UI_CSS_MAP = /*\# sourceMappingURL=swagger-ui.css.map*/
 
-## docs-ui: fetch the pinned Redoc with npm ci and copy its standalone bundle, licences and version
-## into server/docsui/redoc (committed: building prodapi needs no npm); then run make docs-test
+## docs-ui: fetch the pinned Swagger UI with npm ci (no install scripts) and copy its bundle, stylesheet,
+## licences and version into server/docsui/swagger-ui (committed: building prodapi needs no npm); then
+## run make docs-test
 docs-ui:
 	@work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
 	cp $(DOCS_UI)/package.json $(DOCS_UI)/package-lock.json "$$work"/ && \
-	(cd "$$work" && npm ci --omit=peer --ignore-scripts --no-audit --no-fund) && \
-	pkg="$$work/node_modules/redoc" && \
-	n=$$(grep -o '"$(REDOC_LOGO)"' "$$pkg/bundles/redoc.standalone.js" | wc -l) && \
-	{ [ "$$n" -eq 1 ] || { echo "docs-ui: the bundle names $(REDOC_LOGO) $$n times, not once: check the patch"; exit 1; }; } && \
-	mkdir -p $(DOCS_UI)/redoc && \
-	sed 's|"$(REDOC_LOGO)"|""|' "$$pkg/bundles/redoc.standalone.js" > $(DOCS_UI)/redoc/redoc.standalone.js && \
-	cp "$$pkg/LICENSE" $(DOCS_UI)/redoc/LICENSE && \
-	cp "$$pkg/bundles/redoc.standalone.js.LICENSE.txt" $(DOCS_UI)/redoc/ && \
-	node -p 'require(process.argv[1]).version' "$$pkg/package.json" > $(DOCS_UI)/redoc/VERSION && \
-	echo "docs-ui: Redoc $$(cat $(DOCS_UI)/redoc/VERSION) in $(DOCS_UI)/redoc"
+	(cd "$$work" && npm ci --ignore-scripts --no-audit --no-fund) && \
+	pkg="$$work/node_modules/swagger-ui-dist" && \
+	n=$$(grep -cF '$(DOCS_UI_CSS_MAP)' "$$pkg/swagger-ui.css") && \
+	{ [ "$$n" -eq 1 ] || { echo "docs-ui: the stylesheet names its source map $$n times, not once: check the patch"; exit 1; }; } && \
+	rm -rf $(DOCS_UI)/swagger-ui && mkdir -p $(DOCS_UI)/swagger-ui && \
+	cp "$$pkg/swagger-ui-bundle.js" "$$pkg/swagger-ui-bundle.js.LICENSE.txt" "$$pkg/LICENSE" "$$pkg/NOTICE" $(DOCS_UI)/swagger-ui/ && \
+	grep -vF '$(DOCS_UI_CSS_MAP)' "$$pkg/swagger-ui.css" > $(DOCS_UI)/swagger-ui/swagger-ui.css && \
+	node -p 'require(process.argv[1]).version' "$$pkg/package.json" > $(DOCS_UI)/swagger-ui/VERSION && \
+	echo "docs-ui: Swagger UI $$(cat $(DOCS_UI)/swagger-ui/VERSION) in $(DOCS_UI)/swagger-ui"
 
 ## docs-test: the API reference page in Debian's headless Chromium (apt-get install chromium): it loads with
 ## no failed request and no Content-Security-Policy violation and renders every operation; screenshots in bin/

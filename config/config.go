@@ -59,6 +59,10 @@ type Config struct {
 	AuthEnabled bool          // PRODAPI_AUTH_ENABLED
 	AuthLeeway  time.Duration // AUTH_LEEWAY
 	Audience    string        // PRODAPI_AUDIENCE
+	// TokenURL is the token endpoint of Superdesk's auth server
+	// (PRODAPI_TOKEN_URL): set, the reference page offers OAuth 2 client
+	// credentials against it.
+	TokenURL string
 	// CursorSecret seals list cursors (PRODAPI_CURSOR_SECRET); empty:
 	// AUTH_SERVER_SHARED_SECRET's (see CursorKey).
 	CursorSecret Secret
@@ -306,6 +310,11 @@ var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*$`)
 // headerNamePattern is an HTTP field name (RFC 9110 token).
 var headerNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
+// hostPattern is a URL's host and optional port as the reference page's
+// Content-Security-Policy can name it (PRODAPI_TOKEN_URL's): a DNS name,
+// an IPv4 address or a bracketed IPv6 address.
+var hostPattern = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$`)
+
 // Load reads the configuration through getenv and validates it, returning
 // every problem at once. It does not look for unknown variables: LoadFrom
 // does, given their names.
@@ -331,6 +340,7 @@ func LoadFrom(e Env) (Config, error) {
 		AuthEnabled:        p.bool("PRODAPI_AUTH_ENABLED", true),
 		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
 		Audience:           getenv("PRODAPI_AUDIENCE"),
+		TokenURL:           getenv("PRODAPI_TOKEN_URL"),
 		Debug:              p.bool("DEBUG", false),
 		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
 		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),
@@ -398,6 +408,9 @@ func LoadFrom(e Env) (Config, error) {
 		if parsed, err := url.Parse(u.value); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 			p.errorf("%s must be an http(s) URL", u.name)
 		}
+	}
+	if t, err := url.Parse(c.TokenURL); c.TokenURL != "" && (err != nil || (t.Scheme != "http" && t.Scheme != "https") || t.User != nil || !hostPattern.MatchString(t.Host)) {
+		p.errorf("PRODAPI_TOKEN_URL must be an http(s) URL without credentials, the token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token)")
 	}
 	if m, err := url.Parse(string(c.MongoURI)); err != nil || (m.Scheme != "mongodb" && m.Scheme != "mongodb+srv") {
 		p.errorf("MONGO_URI must be a mongodb:// or mongodb+srv:// URI")

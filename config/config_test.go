@@ -296,3 +296,34 @@ func TestListening(t *testing.T) {
 		})
 	}
 }
+
+// PRODAPI_TOKEN_URL is an http(s) URL whose origin the reference page's
+// policy can name; anything else stops the start.
+func TestTokenURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"", true},
+		{"https://superdesk.example/api/auth_server/token", true},
+		{"http://127.0.0.1:5000/api/auth_server/token", true},
+		{"https://[::1]:5000/api/auth_server/token", true},
+		{"/api/auth_server/token", false},
+		{"superdesk.example/api/auth_server/token", false},
+		{"ftp://superdesk.example/token", false},
+		{"https://client:secret@superdesk.example/token", false},
+		{"https://super;desk.example/token", false},
+		{"https://superdesk.example:99999999/token", false},
+	} {
+		c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_TOKEN_URL", tc.url))
+		if got := err == nil; got != tc.ok {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: error %v, want ok %v", tc.url, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PRODAPI_TOKEN_URL") {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: the error does not name it: %v", tc.url, err)
+		}
+		if err == nil && c.TokenURL != tc.url {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: TokenURL %q", tc.url, c.TokenURL)
+		}
+	}
+}

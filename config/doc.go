@@ -18,5 +18,10 @@
 // service listens, Config.Listening moves it (and the default
 // MEDIA_PREFIX built on it) to the port actually listened on.
 //
+// PRODAPI_TOKEN_URL, Superdesk's auth server's token endpoint, is offered
+// by the reference page for OAuth 2 client credentials, and its origin is
+// named in the page's Content-Security-Policy: it must be an http(s) URL
+// without credentials whose host is a name or an address.
+//
 // Durations take Go syntax (10s, 5m) or a number of seconds.
 package config

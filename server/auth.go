@@ -31,6 +31,11 @@ type AuthOptions struct {
 	// Audience, when set, is the aud a token may carry; a token with any
 	// aud is refused unless it names Audience.
 	Audience string
+	// TokenURL, when set, is the token endpoint of Superdesk's auth server
+	// (PRODAPI_TOKEN_URL, an absolute http or https URL): the served
+	// OpenAPI document then offers OAuth 2 client credentials against it,
+	// and the reference page may reach its origin.
+	TokenURL string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

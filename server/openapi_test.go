@@ -303,8 +303,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if len(servers) != 1 || at(servers[0], "url") != "http://localhost:5500/prodapi/v1" {
 		t.Errorf("servers = %v, want the one sample server", servers)
 	}
-	if n := bytes.Count(d.raw, []byte(`"http://localhost:5500/prodapi/v1"`)); n != 1 {
-		t.Errorf("the server URL appears %d times as a JSON string; the served copy rewrites exactly one", n)
+	// The served copy rewrites the server URL wherever it appears: any
+	// other mention of the sample's address would be left behind.
+	if all, under := bytes.Count(d.raw, []byte("localhost:5500")), bytes.Count(d.raw, []byte("http://localhost:5500/prodapi/v1")); all != under {
+		t.Errorf("localhost:5500 appears %d times, %d of them in the server URL http://localhost:5500/prodapi/v1, which the served copy rewrites", all, under)
 	}
 	scheme := mapAt(d.root, "components", "securitySchemes", "bearer")
 	if scheme["type"] != "http" || scheme["scheme"] != "bearer" || scheme["bearerFormat"] != "JWT" {
@@ -890,6 +892,12 @@ func (a oaAssets) Asset(ctx context.Context, id string) (*sources.Asset, error) 
 // would otherwise serve nothing either).
 func newOAServer(t *testing.T, failure error) *httptest.Server {
 	t.Helper()
+	return newOAServerLog(t, failure, changestest.NewLog())
+}
+
+// newOAServerLog is newOAServer serving /changes of log.
+func newOAServerLog(t *testing.T, failure error, log changes.Log) *httptest.Server {
+	t.Helper()
 	store, err := sandbox.Sample(sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -907,7 +915,7 @@ func newOAServer(t *testing.T, failure error) *httptest.Server {
 		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
 		Assets:  oaAssets{store: store, err: failure},
 		Now:     oaNow,
-		Changes: changes.New(changestest.NewLog(), changes.Options{}),
+		Changes: changes.New(log, changes.Options{}),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -969,6 +977,10 @@ func oaDo(t *testing.T, base, name, method, target string, header ...string) *oa
 		t.Fatalf("%s: %v", name, err)
 	}
 	defer res.Body.Close()
+	x := &oaExchange{name: name, method: method, target: target, reqHeader: header, status: res.StatusCode, header: res.Header}
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
+		return x // a stream lasts: its status and headers are the exchange
+	}
 	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -982,7 +994,8 @@ func oaDo(t *testing.T, base, name, method, target string, header ...string) *oa
 			t.Fatalf("%s: gzip: %v", name, err)
 		}
 	}
-	return &oaExchange{name: name, method: method, target: target, reqHeader: header, status: res.StatusCode, header: res.Header, body: body}
+	x.body = body
+	return x
 }
 
 // Headers every response may carry without the document naming them.
@@ -1430,10 +1443,14 @@ func TestOpenAPIServed(t *testing.T) {
 			t.Errorf("prefix %q: %d, servers %+v, want %s", tc.prefix, x.status, doc.Servers, tc.url)
 			continue
 		}
-		// Nothing else changes.
-		want := bytes.Replace(raw, []byte(`"http://localhost:5500/prodapi/v1"`), []byte(`"`+tc.url+`"`), 1)
+		// Nothing else changes but the code samples' and the examples'
+		// URLs, which follow.
+		want := bytes.ReplaceAll(raw, []byte(`http://localhost:5500/prodapi/v1`), []byte(tc.url))
 		if !bytes.Equal(x.body, want) {
 			t.Errorf("prefix %q: the document differs beyond its server URL", tc.prefix)
+		}
+		if tc.url != "http://localhost:5500/prodapi/v1" && bytes.Contains(x.body, []byte("localhost:5500")) {
+			t.Errorf("prefix %q: the served document still names localhost:5500", tc.prefix)
 		}
 	}
 }
@@ -1481,5 +1498,86 @@ func TestOpenAPINamesTheGrammar(t *testing.T) {
 		if _, ok := grammar.QueryTypeByName(name); !ok {
 			t.Errorf("the query description names %s, which the grammar does not accept", name)
 		}
+	}
+}
+
+// TestOpenAPIOAuth2 checks the served document with a token URL
+// (PRODAPI_TOKEN_URL): an oauth2 client-credentials scheme against it,
+// naming every scope the operations need and what each reads, and beside
+// every bearer requirement the same oauth2 one; nothing else changes.
+// Without a token URL, or with one the server cannot name (config refuses
+// it), the document offers no OAuth 2.
+func TestOpenAPIOAuth2(t *testing.T) {
+	serve := func(tokenURL string) map[string]any {
+		t.Helper()
+		ts := httptest.NewServer(server.New(nil, server.Options{Auth: server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), TokenURL: tokenURL}}).Handler())
+		defer ts.Close()
+		x := oaDo(t, ts.URL, "openapi.json", "GET", oaPrefix+"/openapi.json")
+		v, err := decodeJSON(x.body)
+		if x.status != 200 || err != nil {
+			t.Fatalf("token URL %q: %d, %v", tokenURL, x.status, err)
+		}
+		return v.(map[string]any)
+	}
+	plain := serve("")
+	if at(plain, "components", "securitySchemes", "oauth2") != nil {
+		t.Error("without a token URL, the document offers OAuth 2")
+	}
+	if diff := cmp.Diff(plain, serve("/api/auth_server/token")); diff != "" {
+		t.Errorf("with a relative token URL, the document changed (-without +with):\n%s", diff)
+	}
+
+	const tokenURL = "https://superdesk.example/api/auth_server/token"
+	doc := serve(tokenURL)
+	want := map[string]any{
+		"ARCHIVE_READ":     "Read items, assets.",
+		"DESKS_READ":       "Read desks.",
+		"ASSIGNMENTS_READ": "Read assignments.",
+		"EVENTS_READ":      "Read events, events_history, events_files.",
+		"PLANNING_READ":    "Read planning.",
+		"CONTACTS_READ":    "Read contacts.",
+		"USERS_READ":       "Read users.",
+	}
+	scheme := mapAt(doc, "components", "securitySchemes", "oauth2")
+	if scheme["type"] != "oauth2" || at(scheme, "flows", "clientCredentials", "tokenUrl") != tokenURL || len(mapAt(scheme, "flows")) != 1 {
+		t.Errorf("securitySchemes.oauth2 = %v", scheme)
+	}
+	if diff := cmp.Diff(want, mapAt(scheme, "flows", "clientCredentials", "scopes")); diff != "" {
+		t.Errorf("oauth2 scopes (-want +got):\n%s", diff)
+	}
+	for _, s := range sources.AllScopes {
+		if _, ok := want[s]; !ok {
+			t.Errorf("scope %s: the test does not know it", s)
+		}
+	}
+
+	// Take the oauth2 requirements out, each after the bearer one it
+	// repeats, and the scheme: the document without a token URL is left.
+	strip := func(where string, security []any) []any {
+		var bearer, oauth2 []any
+		for _, req := range security {
+			if s, ok := at(req, "bearer").([]any); ok {
+				bearer = append(bearer, s)
+			} else if s, ok := at(req, "oauth2").([]any); ok {
+				oauth2 = append(oauth2, s)
+			} else {
+				t.Errorf("%s: requirement %v", where, req)
+			}
+		}
+		if diff := cmp.Diff(bearer, oauth2); diff != "" {
+			t.Errorf("%s: the oauth2 requirements are not the bearer ones (-bearer +oauth2):\n%s", where, diff)
+		}
+		return security[:len(bearer)]
+	}
+	doc["security"] = strip("security", doc["security"].([]any))
+	for p, item := range mapAt(doc, "paths") {
+		op := mapAt(item, "get")
+		if sec, ok := op["security"].([]any); ok {
+			op["security"] = strip(p, sec)
+		}
+	}
+	delete(mapAt(doc, "components", "securitySchemes"), "oauth2")
+	if diff := cmp.Diff(plain, doc); diff != "" {
+		t.Errorf("beyond OAuth 2, the document changed (-without +with):\n%s", diff)
 	}
 }

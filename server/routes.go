@@ -64,7 +64,7 @@ func (s *Server) Handler() http.Handler {
 	docs := s.newDocsUI()
 	api("/docs", s.docsPage(docs))
 	api("/docs/", s.docsPage(docs))
-	api("/docs/{file}", s.docsScript(docs))
+	api("/docs/{file}", s.docsFiles(docs))
 	if s.feed != nil {
 		api("/changes", s.getChanges)
 		api("/changes/", s.getChanges)
