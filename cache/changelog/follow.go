@@ -143,28 +143,52 @@ func (l *Log) resync(ctx context.Context) error {
 // failover to a replica lacking them) ends the epoch, and errLogFollow
 // has the follower read it again.
 func (l *Log) checkTail(ctx context.Context, epoch string, prev position, newest entry, held bool) error {
+	lk, ok, err := l.look(ctx, newest, held)
+	if err != nil {
+		return err
+	}
+	if !ok || lk.st.Epoch != epoch {
+		return errLogFollow
+	}
+	switch {
+	case lk.head.less(prev):
+		err = l.renew(ctx, epoch, "the stream's last id is older than one the follower read", "last", lk.st.Last, "read", prev.String())
+	case lk.gone:
+		err = l.renew(ctx, epoch, "an entry the follower read is not in the stream, and was not trimmed", "entry", newest.pos.String())
+	default:
+		return nil
+	}
+	if err != nil {
+		return err // the follower pauses, then finds the loss again
+	}
+	return errLogFollow
+}
+
+// A view is what the follower sees of the stream: its state, its last id
+// and trim mark, and whether the newest entry the follower read is gone
+// (neither there nor trimmed).
+type view struct {
+	st            redistier.StreamState
+	head, trimmed position
+	gone          bool
+}
+
+// look reads the stream's state and, when held, looks for newest; ok is
+// false when there is no stream.
+func (l *Log) look(ctx context.Context, newest entry, held bool) (v view, ok bool, err error) {
 	at := ""
 	if held {
 		at = newest.pos.String()
 	}
 	st, rec, ok, err := l.stream.StreamCheck(ctx, at)
-	if err != nil {
-		return err
+	if err != nil || !ok {
+		return v, ok, err
 	}
-	if !ok || st.Epoch != epoch {
-		return errLogFollow
-	}
-	head, _ := parsePosition(st.Last)
-	trimmed, _ := parsePosition(st.Trimmed)
-	switch {
-	case head.less(prev):
-		l.renew(ctx, epoch, "the stream's last id is older than one the follower read", "last", st.Last, "read", prev.String())
-		return errLogFollow
-	case held && trimmed.less(newest.pos) && !sameEntry(rec, newest):
-		l.renew(ctx, epoch, "an entry the follower read is not in the stream, and was not trimmed", "entry", newest.pos.String())
-		return errLogFollow
-	}
-	return nil
+	v.st = st
+	v.head, _ = parsePosition(st.Last)
+	v.trimmed, _ = parsePosition(st.Trimmed)
+	v.gone = held && v.trimmed.less(newest.pos) && !sameEntry(rec, newest)
+	return v, true, nil
 }
 
 // sameEntry reports whether rec is e's record.
@@ -179,11 +203,11 @@ func sameEntry(rec *redistier.StreamRecord, e entry) bool {
 // renew ends the epoch old, since the stream lost entries it had handed
 // out: every token of it expires (410), and the clients resync. One
 // replica renews it; the others that find the same loss find it renewed.
-func (l *Log) renew(ctx context.Context, old, why string, attrs ...any) {
+func (l *Log) renew(ctx context.Context, old, why string, attrs ...any) error {
 	epoch, renewed, err := l.stream.StreamRenew(ctx, old)
 	if err != nil {
 		l.log.Warn("changelog: the stream lost entries it had handed out, and ending its epoch failed", append(attrs, "why", why, "error", err)...)
-		return
+		return err
 	}
 	if renewed {
 		l.m.lost.Inc()
@@ -191,6 +215,7 @@ func (l *Log) renew(ctx context.Context, old, why string, attrs ...any) {
 			append(attrs, "why", why, "old_epoch", old, "epoch", epoch)...)
 	}
 	l.nudge()
+	return nil
 }
 
 // follows reads what is appended after the tail, applies it and adds it
@@ -213,24 +238,17 @@ func (l *Log) follows(ctx context.Context) error {
 		}
 		// After every read, a quiet one too: a stream that lost its tail
 		// and was appended to since looks like one that goes on.
-		at := ""
-		if held {
-			at = newest.pos.String()
-		}
-		st, rec, ok, err := l.stream.StreamCheck(ctx, at)
+		lk, ok, err := l.look(ctx, newest, held)
 		if err != nil {
 			return err
 		}
-		head, _ := parsePosition(st.Last)
-		trimmed, _ := parsePosition(st.Trimmed)
-		if !ok || st.Epoch != epoch || last.less(trimmed) || head.less(last) ||
-			held && trimmed.less(newest.pos) && !sameEntry(rec, newest) {
+		if !ok || lk.st.Epoch != epoch || last.less(lk.trimmed) || lk.head.less(last) || lk.gone {
 			// Another life of the stream, entries after ours trimmed
 			// before we read them, or entries we read lost: start again
 			// from its state (resync tells which).
 			return errLogFollow
 		}
-		l.m.length.Set(float64(st.Length))
+		l.m.length.Set(float64(lk.st.Length))
 		var read []entry
 		for _, r := range recs {
 			if e, ok := recordEntry(r); ok && last.less(e.pos) && (len(read) == 0 || read[len(read)-1].pos.less(e.pos)) {

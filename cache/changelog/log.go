@@ -396,7 +396,8 @@ func (l *Log) behind(ctx context.Context, op string, tok token) error {
 		return fmt.Errorf("changelog: %s: %s is older than the entries kept: %w", op, tok, sources.ErrExpired)
 	}
 	if head, _ := parsePosition(st.Last); head.less(tok.pos) {
-		l.renew(ctx, tok.epoch, "a token is ahead of the stream's last id", "token", tok.String(), "last", st.Last)
+		// A failed renewal is logged; the token is expired all the same.
+		_ = l.renew(ctx, tok.epoch, "a token is ahead of the stream's last id", "token", tok.String(), "last", st.Last)
 		return fmt.Errorf("changelog: %s: %s is ahead of the log (it lost entries it had handed out): %w", op, tok, sources.ErrExpired)
 	}
 	l.mu.RLock()
