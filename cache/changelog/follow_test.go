@@ -49,18 +49,7 @@ func miniLogs(t *testing.T) (*miniredis.Miniredis, func(t *testing.T, opts Optio
 func miniLog(t *testing.T, m *miniredis.Miniredis, opts Options) (*Log, *countingStream) {
 	rdb := realserver.RedisClient(m.Addr())
 	t.Cleanup(func() { rdb.Close() })
-	tier := redistier.New(rdb, redistier.Options{Timeout: 5 * time.Second})
-	stream := &countingStream{Stream: tier}
-	l := New(stream, opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := l.Close(ctx); err != nil {
-			t.Error(err)
-		}
-		tier.Close(ctx)
-	})
-	return l, stream
+	return logOn(t, rdb, redistier.Options{Timeout: 5 * time.Second}, opts)
 }
 
 func TestMiniredisLog(t *testing.T) {
@@ -247,24 +236,11 @@ func TestMiniredisLogLostTail(t *testing.T) {
 			if appendAfter {
 				mustAppend(t, a, SourceSandbox, change("desks", "d3", sources.OpUpdate))
 			}
-			for name, l := range map[string]*Log{"a": a, "b": b} {
-				for _, tok := range []string{start, read[0].Token, read[1].Token} {
-					testkit.Eventually(t, name+": the old epoch's "+tok+" expired", func() bool {
-						_, _, err := l.Read(t.Context(), tok, all, 10)
-						return errors.Is(err, sources.ErrExpired)
-					})
-				}
-			}
+			expires(t, map[string]*Log{"a": a, "b": b}, start, read[0].Token, read[1].Token)
 			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
 				t.Errorf("epochs ended %d, want 1 (one replica ends it, the other finds it ended)", got)
 			}
-			_, now, err := b.Read(t.Context(), "now", all, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustAppend(t, a, SourceSandbox, change("desks", "d4", sources.OpUpdate))
-			caughtUp(t, b, now, 1)
-			if got, _ := readAll(t, b, now, all); !slices.Equal(ids(got), []string{"desks/d4 update"}) {
+			if got := goesOn(t, a, b, "d4"); !slices.Equal(ids(got), []string{"desks/d4 update"}) {
 				t.Errorf("the new epoch: %v", ids(got))
 			}
 		})
@@ -322,20 +298,8 @@ func TestRealRedisLogRestartOnOldPersistence(t *testing.T) {
 		t.Fatalf("restoring the append-only files: %v %s", err, out)
 	}
 	redisAOF(t, dir, srv.Port)
-	for name, l := range map[string]*Log{"a": a, "b": b} {
-		for _, tok := range []string{start, read[0].Token, read[1].Token, read[3].Token} {
-			testkit.Eventually(t, name+": the old epoch's "+tok+" expired", func() bool {
-				_, _, err := l.Read(ctx, tok, all, 10)
-				return errors.Is(err, sources.ErrExpired)
-			})
-		}
-	}
-	_, now, err := b.Read(ctx, "now", all, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, a, SourceSandbox, change("desks", "d5", sources.OpUpdate))
-	caughtUp(t, b, now, 1)
+	expires(t, map[string]*Log{"a": a, "b": b}, start, read[0].Token, read[1].Token, read[3].Token)
+	goesOn(t, a, b, "d5")
 	if got, _ := readAll(t, b, "", all); !slices.Equal(ids(got), []string{"desks/d5 update"}) {
 		t.Errorf("the new epoch from its start: %v", ids(got))
 	}
@@ -346,16 +310,9 @@ func TestRealRedisLogRestartOnOldPersistence(t *testing.T) {
 // the feeds retry them all reach the log, in order, once.
 func TestRealRedisLogWritePause(t *testing.T) {
 	srv := realserver.StartRedis(t, 0)
-	rdb, err := redistier.NewClient(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
 	// A short timeout: an append held by the pause fails soon.
-	tier := redistier.New(rdb, redistier.Options{Timeout: 100 * time.Millisecond})
 	reg := metrics.NewMetrics()
-	a := New(tier, Options{Metrics: reg})
-	t.Cleanup(func() { a.Close(context.Background()); tier.Close(context.Background()) })
+	a, _ := logOn(t, client(t, srv.URL()), redistier.Options{Timeout: 100 * time.Millisecond}, Options{Metrics: reg})
 	b := streamLogs(t, srv.URL())(t, Options{})
 	ctx := t.Context()
 	_, start, err := b.Read(ctx, "now", all, 10)

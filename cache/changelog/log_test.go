@@ -212,61 +212,83 @@ func testLog(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
 		}
 	})
 
-	t.Run("versions", func(t *testing.T) {
-		l := newLog(t, Options{})
-		_, start, _ := l.Read(t.Context(), "now", all, 10)
-		edit := change("archive", "i1", sources.OpUpdate)
-		edit.Version = "v1"
-		mustAppend(t, l, SourceSandbox, edit, change("desks", "d1", sources.OpUpdate))
-		caughtUp(t, l, start, 2)
-		got, _ := readAll(t, l, start, all)
-		if len(got) != 2 || got[0].Version != "v1" || got[1].Version != "" {
-			t.Errorf("entries %+v: want the first with its version, the second with none", got)
-		}
-	})
+	t.Run("versions", func(t *testing.T) { testVersions(t, newLog) })
 
-	t.Run("apply", func(t *testing.T) {
-		testApply(t, newLog)
-	})
+	t.Run("apply", func(t *testing.T) { testApply(t, newLog) })
 
-	t.Run("ahead of the head", func(t *testing.T) {
-		l := newLog(t, Options{})
-		_, start, _ := l.Read(t.Context(), "now", all, 10)
-		mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
-		caughtUp(t, l, start, 1)
-		got, _ := readAll(t, l, start, all)
-		tok, _ := parseToken(got[0].Token)
-		tok.pos.ms += 3_600_000 // an hour ahead
-		ahead := tok.String()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		if _, _, err := l.Read(ctx, ahead, all, 10); !errors.Is(err, sources.ErrExpired) {
-			t.Errorf("Read: %v, want ErrExpired", err)
-		}
-		if err := l.Wait(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
-			t.Errorf("Wait: %v, want ErrExpired, never a wait", err)
-		}
-		if err := l.WaitApplied(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
-			t.Errorf("WaitApplied: %v, want ErrExpired, never a wait", err)
-		}
-		if l.stream == nil {
-			return // the ring: a token ahead of it is forged; the ring goes on
-		}
-		// In front of Redis it is an honest client's after a lost tail:
-		// the epoch ends, and every token of it expires.
-		for _, tok := range []string{start, got[0].Token} {
-			testkit.Eventually(t, "the old epoch's "+tok+" expired", func() bool {
-				_, _, err := l.Read(ctx, tok, all, 10)
+	t.Run("ahead of the head", func(t *testing.T) { testAhead(t, newLog) })
+}
+
+// testVersions: entries carry their change's Version.
+func testVersions(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
+	l := newLog(t, Options{})
+	_, start, _ := l.Read(t.Context(), "now", all, 10)
+	edit := change("archive", "i1", sources.OpUpdate)
+	edit.Version = "v1"
+	mustAppend(t, l, SourceSandbox, edit, change("desks", "d1", sources.OpUpdate))
+	caughtUp(t, l, start, 2)
+	got, _ := readAll(t, l, start, all)
+	if len(got) != 2 || got[0].Version != "v1" || got[1].Version != "" {
+		t.Errorf("entries %+v: want the first with its version, the second with none", got)
+	}
+}
+
+// testAhead: a token ahead of the log's head is expired, never waited
+// on; in front of Redis it ends the epoch.
+func testAhead(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
+	l := newLog(t, Options{})
+	_, start, _ := l.Read(t.Context(), "now", all, 10)
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+	caughtUp(t, l, start, 1)
+	got, _ := readAll(t, l, start, all)
+	tok, _ := parseToken(got[0].Token)
+	tok.pos.ms += 3_600_000 // an hour ahead
+	ahead := tok.String()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, _, err := l.Read(ctx, ahead, all, 10); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("Read: %v, want ErrExpired", err)
+	}
+	if err := l.Wait(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("Wait: %v, want ErrExpired, never a wait", err)
+	}
+	if err := l.WaitApplied(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("WaitApplied: %v, want ErrExpired, never a wait", err)
+	}
+	if l.stream == nil {
+		return // the ring: a token ahead of it is forged; the ring goes on
+	}
+	// In front of Redis it is an honest client's after a lost tail:
+	// the epoch ends, and every token of it expires.
+	expires(t, map[string]*Log{"the log": l}, start, got[0].Token)
+	goesOn(t, l, l, "d2")
+}
+
+// expires waits until every token has expired on every log.
+func expires(t *testing.T, logs map[string]*Log, tokens ...string) {
+	t.Helper()
+	for name, l := range logs {
+		for _, tok := range tokens {
+			testkit.Eventually(t, name+": the old epoch's "+tok+" expired", func() bool {
+				_, _, err := l.Read(t.Context(), tok, all, 10)
 				return errors.Is(err, sources.ErrExpired)
 			})
 		}
-		_, now, err := l.Read(ctx, "now", all, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustAppend(t, l, SourceSandbox, change("desks", "d2", sources.OpUpdate))
-		caughtUp(t, l, now, 1)
-	})
+	}
+}
+
+// goesOn appends an update of desk id on a, and returns what b reads
+// after its end before, once it reads the entry.
+func goesOn(t *testing.T, a, b *Log, id string) []sources.LogEntry {
+	t.Helper()
+	_, now, err := b.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, a, SourceSandbox, change("desks", id, sources.OpUpdate))
+	caughtUp(t, b, now, 1)
+	got, _ := readAll(t, b, now, all)
+	return got
 }
 
 // An applier that records what it applied, and can be held and made to
@@ -447,23 +469,38 @@ func TestRingTrims(t *testing.T) {
 // a replica's, closed at the end of the test.
 func streamLogs(t *testing.T, url string) func(t *testing.T, opts Options) *Log {
 	return func(t *testing.T, opts Options) *Log {
-		rdb, err := redistier.NewClient(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rdb.Close() })
-		tier := redistier.New(rdb, redistier.Options{Timeout: 5 * time.Second})
-		l := New(tier, opts)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := l.Close(ctx); err != nil {
-				t.Error(err)
-			}
-			tier.Close(ctx)
-		})
+		l, _ := logOn(t, client(t, url), redistier.Options{Timeout: 5 * time.Second}, opts)
 		return l
 	}
+}
+
+// client is a client of the Redis at url, closed at the end of the test.
+func client(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := redistier.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// logOn returns a replica's log on rdb, through a tier of topts, closed
+// with the tier at the end of the test, and its stream, which counts
+// the follower's reads.
+func logOn(t *testing.T, rdb redis.UniversalClient, topts redistier.Options, opts Options) (*Log, *countingStream) {
+	tier := redistier.New(rdb, topts)
+	stream := &countingStream{Stream: tier}
+	l := New(stream, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := l.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		tier.Close(ctx)
+	})
+	return l, stream
 }
 
 func TestRealRedisLog(t *testing.T) {
