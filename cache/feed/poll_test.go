@@ -165,7 +165,7 @@ func TestPollTakeover(t *testing.T) {
 	rdb := realserver.RedisClient(rs.Addr())
 	defer rdb.Close()
 	testkit.Eventually(t, "the watermark saved", func() bool {
-		b, _ := rdb.Get(context.Background(), "prodapi:v1:feed:mongo-poll:token").Bytes()
+		b, _ := rdb.Get(context.Background(), "prodapi:v1:{changes}:feed:mongo-poll:token").Bytes()
 		return strings.Contains(string(b), `"d1"`)
 	})
 	// (Stopped before that, it would leave the previous watermark, and

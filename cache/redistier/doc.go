@@ -25,7 +25,8 @@
 //	prodapi:v1:gen:<tag>              a tag's generation (Gens, NewGens)
 //	prodapi:v1:lease:<key>            the load lease of key (TryLoadLease)
 //	prodapi:v1:feed:<name>:lease      a change feed's watcher lease (Lease)
-//	prodapi:v1:feed:<name>:token      its resume token (Token, SaveToken)
+//	prodapi:v1:{changes}:feed:<name>:token  its resume token (Token, SaveToken)
+//	prodapi:v1:{changes}:...          the change log's stream (stream.go)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
 //
 // # A request's budget
@@ -100,7 +101,9 @@
 // another is not touched. A
 // feed lease (Lease, ReleaseLease) lets one replica watch a change feed:
 // taken, or extended by its holder only, with a script. A feed's resume
-// token (Token, SaveToken) is kept a week after it was last saved.
+// token (Token, SaveToken) is kept a week after it was last saved, in the
+// change log's hash slot, so that a Cluster replicates it in order with
+// the entries appended before it was saved.
 //
 // # Clients and REDIS_URL
 //

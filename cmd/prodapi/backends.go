@@ -42,6 +42,9 @@ type backends struct {
 	// watcher, when set, follows the sandbox directory's writes; every
 	// replica runs its own (package feed's Local).
 	watcher feed.Watcher
+	// catchUp, when set, brings the watched sandbox up to the change
+	// log's entries that another replica's watcher appended first.
+	catchUp catchUpper
 	// stream, when set, is the database's change stream, which one
 	// replica of the fleet watches (package feed).
 	stream feed.Source
@@ -203,7 +206,7 @@ func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backen
 			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
 		}
 		sb = live
-		b.watcher = live
+		b.watcher, b.catchUp = live, live
 		b.closers = append(b.closers, func(context.Context) error { return live.Close() })
 	}
 	var counts []any

@@ -298,10 +298,50 @@ func (s *service) openCache(ctx context.Context) error {
 	if rdb != nil {
 		stream = s.tier
 	}
-	s.changes = changelog.New(stream, changelog.Options{Retain: cfg.ChangesRetain, Metrics: registry, Logger: logger})
+	// Every entry is applied here before this replica hands it out or
+	// says it applied it (WaitApplied: min_position, include=doc).
+	s.changes = changelog.New(stream, changelog.Options{Retain: cfg.ChangesRetain, Metrics: registry, Logger: logger,
+		Apply: replicaApplier{cache: s.cache, sandbox: b.catchUp}})
 	if f := s.openFeeds(); f != nil {
 		running.Store(f)
 	}
+	return nil
+}
+
+// A catchUpper brings a store up to the change log's entries (package
+// sandbox's Live: it reloads when its view lacks an entry's version).
+type catchUpper interface {
+	CatchUp(ctx context.Context, entries []sources.LogEntry) error
+}
+
+// replicaApplier applies the change log's entries to this replica, as
+// its follower reads them: the watched sandbox catches up first (its
+// reload reports its changes to the cache and the log, as any other),
+// then the cache drops what it holds of the documents, in this process
+// (the replica that appended the entry wrote the generations in Redis
+// and told the others already; this makes it so here, in log order).
+type replicaApplier struct {
+	cache interface {
+		ApplyLocal(context.Context, []sources.Change)
+	}
+	sandbox catchUpper // nil: none watched
+}
+
+func (a replicaApplier) ApplyEntries(ctx context.Context, entries []sources.LogEntry) error {
+	if a.sandbox != nil {
+		if err := a.sandbox.CatchUp(ctx, entries); err != nil {
+			return err
+		}
+	}
+	changes := make([]sources.Change, 0, len(entries))
+	for _, e := range entries {
+		res, ok := sources.ResourceByName(e.Resource)
+		if !ok {
+			continue
+		}
+		changes = append(changes, sources.Change{Collection: res.Collection, ID: e.ID, Op: e.Op, At: e.At, Version: e.Version})
+	}
+	a.cache.ApplyLocal(ctx, changes)
 	return nil
 }
 
