@@ -69,6 +69,9 @@ func (f *Feed) longPoll(r *http.Request, p *changeParams, since string) ([]sourc
 	defer stop()
 	for {
 		if err := f.log.Wait(ctx, since); err != nil {
+			if ctx.Err() == nil {
+				return nil, since, err // the log's own answer: expired (410) or unavailable (503)
+			}
 			return nil, since, r.Context().Err() // nil when the time is over or the server drains
 		}
 		entries, next, err := f.read(ctx, since, p)

@@ -167,6 +167,9 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 				if ctx.Err() != nil {
 					return st.ended(ctx)
 				}
+				if beat.ctx.Err() == nil {
+					return st.failed(err) // the log's own answer: expired (410) or unavailable (503)
+				}
 				entries = nil // the heartbeat is due
 				continue
 			}
