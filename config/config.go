@@ -59,6 +59,7 @@ type Config struct {
 	AuthEnabled bool          // PRODAPI_AUTH_ENABLED
 	AuthLeeway  time.Duration // AUTH_LEEWAY
 	Audience    string        // PRODAPI_AUDIENCE
+	Issuer      string        // PRODAPI_ISSUER: the iss every token must carry; empty: any
 	// CursorSecret seals list cursors (PRODAPI_CURSOR_SECRET); empty:
 	// AUTH_SERVER_SHARED_SECRET's (see CursorKey).
 	CursorSecret Secret
@@ -331,6 +332,7 @@ func LoadFrom(e Env) (Config, error) {
 		AuthEnabled:        p.bool("PRODAPI_AUTH_ENABLED", true),
 		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
 		Audience:           getenv("PRODAPI_AUDIENCE"),
+		Issuer:             getenv("PRODAPI_ISSUER"),
 		Debug:              p.bool("DEBUG", false),
 		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
 		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),

@@ -58,6 +58,7 @@ func TestDefaults(t *testing.T) {
 		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
+		{"Issuer", c.Issuer, ""},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -113,6 +114,7 @@ func TestOverrides(t *testing.T) {
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
 		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s",
+		"PRODAPI_ISSUER", "Superdesk Auth Server",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +133,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
+	}
+	if c.Issuer != "Superdesk Auth Server" {
+		t.Errorf("Issuer %q", c.Issuer)
 	}
 	if c.ShutdownDelay != 5*time.Second || !c.ReadyRequiresBackends {
 		t.Errorf("ShutdownDelay %s, ReadyRequiresBackends %v; want 5s, true", c.ShutdownDelay, c.ReadyRequiresBackends)

@@ -43,6 +43,7 @@ var settings = []Setting{
 	{Name: "PRODAPI_AUTH_ENABLED", Help: "check tokens (true/false spellings; anything else is an error)", Value: func(c Config) string { return strconv.FormatBool(c.AuthEnabled) }},
 	{Name: "AUTH_LEEWAY", Help: "clock skew allowed on exp and nbf (at most 1m)", Value: func(c Config) string { return Duration(c.AuthLeeway) }},
 	{Name: "PRODAPI_AUDIENCE", Help: "tokens carrying aud must name it", Value: func(c Config) string { return c.Audience }},
+	{Name: "PRODAPI_ISSUER", Help: "every token must carry this iss (Superdesk's: \"Superdesk Auth Server\"); unset: any", Value: func(c Config) string { return c.Issuer }},
 	{Name: "PRODAPI_CURSOR_SECRET", Help: "seals list cursors, the same on every replica; at least 32 bytes (unset: derived from AUTH_SERVER_SHARED_SECRET)", Value: func(c Config) string { return c.CursorSecret.String() }},
 	{Name: "DEBUG", Help: "debug-level logs", Value: func(c Config) string { return strconv.FormatBool(c.Debug) }},
 	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {

@@ -366,7 +366,7 @@ func (s *service) openServer() {
 		Prefix:  cfg.URLPrefix,
 		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
-			Audience: cfg.Audience},
+			Audience: cfg.Audience, Issuer: cfg.Issuer},
 		Assets:             assets,
 		Checks:             checks,
 		Metrics:            registry,
