@@ -89,10 +89,13 @@ type Config struct {
 
 	Cache Cache
 
-	// AdminAddr is the operator listener's address (POST /purge); empty:
+	// AdminAddr is the admin listener's address (POST /purge); empty:
 	// none. AdminSecret is the bearer secret it requires.
 	AdminAddr   string // PRODAPI_ADMIN_ADDR
 	AdminSecret Secret // PRODAPI_ADMIN_SECRET
+	// OpsAddr is the operator listener's address (PRODAPI_OPS_ADDR): the
+	// probes and /metrics, without authentication, apart from the API.
+	OpsAddr string
 
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
 	ShutdownDelay     time.Duration // PRODAPI_SHUTDOWN_DELAY: unready, still serving, before the drain
@@ -295,6 +298,10 @@ const (
 	defaultFeedPoll            = time.Second
 )
 
+// DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
+// address: where `prodapi healthcheck` probes unless told otherwise.
+const DefaultOpsAddr = ":5502"
+
 // MinSecretLength is the length under which a shared secret draws a
 // warning at start: HS256 wants at least 32 bytes of key.
 const MinSecretLength = 32
@@ -360,6 +367,7 @@ func LoadFrom(e Env) (Config, error) {
 
 		AdminAddr:   getenv("PRODAPI_ADMIN_ADDR"),
 		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
+		OpsAddr:     cmp.Or(getenv("PRODAPI_OPS_ADDR"), DefaultOpsAddr),
 
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
 		ShutdownDelay:     p.duration("PRODAPI_SHUTDOWN_DELAY", 0),
@@ -381,8 +389,11 @@ func LoadFrom(e Env) (Config, error) {
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
 
-	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
+	if !validPort(c.Port) {
 		p.errorf("PORT %q is not a port number", c.Port)
+	}
+	if _, port, err := net.SplitHostPort(c.OpsAddr); err != nil || !validPort(port) {
+		p.errorf("PRODAPI_OPS_ADDR %q is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)", c.OpsAddr)
 	}
 	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
 		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
@@ -443,6 +454,13 @@ func LoadFrom(e Env) (Config, error) {
 		c.Warnings = p.typos(e.Names, known)
 	}
 	return c, errors.Join(p.errs...)
+}
+
+// validPort reports whether s is a TCP port number (0: one the system
+// chooses).
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 func (p *parser) cache(resources []string, invalidated bool) Cache {

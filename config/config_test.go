@@ -59,6 +59,7 @@ func TestDefaults(t *testing.T) {
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
 		{"Issuer", c.Issuer, ""},
+		{"OpsAddr", c.OpsAddr, ":5502"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -114,7 +115,7 @@ func TestOverrides(t *testing.T) {
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
 		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s",
-		"PRODAPI_ISSUER", "Superdesk Auth Server",
+		"PRODAPI_ISSUER", "Superdesk Auth Server", "PRODAPI_OPS_ADDR", "127.0.0.1:9102",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +135,8 @@ func TestOverrides(t *testing.T) {
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
 	}
-	if c.Issuer != "Superdesk Auth Server" {
-		t.Errorf("Issuer %q", c.Issuer)
+	if c.Issuer != "Superdesk Auth Server" || c.OpsAddr != "127.0.0.1:9102" {
+		t.Errorf("Issuer %q, OpsAddr %q", c.Issuer, c.OpsAddr)
 	}
 	if c.ShutdownDelay != 5*time.Second || !c.ReadyRequiresBackends {
 		t.Errorf("ShutdownDelay %s, ReadyRequiresBackends %v; want 5s, true", c.ShutdownDelay, c.ReadyRequiresBackends)
@@ -158,7 +159,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
-		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms",
+		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_OPS_ADDR", "5502",
 	))
 	if err == nil {
 		t.Fatal("no error")
@@ -166,7 +167,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL"} {
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_OPS_ADDR"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

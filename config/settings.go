@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,8 +86,9 @@ var settings = []Setting{
 	{Name: "PRODAPI_CACHE_TTL_ASSETS", Help: "freshness of media redirects; must be below PRODAPI_ASSET_URL_LIFETIME", Value: func(c Config) string { return Duration(c.Cache.AssetTTL) }},
 	{Name: "PRODAPI_CACHE_LOCAL_BYTES", Help: "in-process tier size in bytes (negative: off)", Value: func(c Config) string { return strconv.FormatInt(c.Cache.LocalBytes, 10) }},
 	{Name: "PRODAPI_CACHE_LOCAL_TTL", Help: "how long the in-process tier serves an entry before asking Redis again", Value: func(c Config) string { return Duration(c.Cache.LocalTTL) }},
-	{Name: "PRODAPI_ADMIN_ADDR", Help: "operator listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
-	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the operator listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_ADMIN_ADDR", Help: "admin listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
+	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the admin listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_OPS_ADDR", Help: "operator listener: /healthz, /readyz and /metrics, without authentication, apart from the API's port (which answers them 404)", Value: func(c Config) string { return c.OpsAddr }},
 	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
 	{Name: "PRODAPI_SHUTDOWN_DELAY", Help: "on SIGTERM, how long /readyz answers 503 while the listener still serves, before the drain", Value: func(c Config) string { return Duration(c.ShutdownDelay) }},
 	{Name: "PRODAPI_READY_REQUIRES_BACKENDS", Help: "true: /readyz answers 503 while no backend can answer (default: readiness is the replica's own)", Value: func(c Config) string {
@@ -224,13 +226,16 @@ func (p *parser) contradictions(c Config) {
 			Duration(c.WriteTimeout), Duration(c.BackendTimeout))
 	}
 	if c.AdminAddr != "" && len(c.AdminSecret) < MinSecretLength {
-		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the operator listener needs a strong bearer secret of its own", MinSecretLength)
+		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the admin listener needs a strong bearer secret of its own", MinSecretLength)
 	}
 	if c.AdminAddr == "" && c.AdminSecret != "" {
-		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no operator listener to guard")
+		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no admin listener to guard")
 	}
 	if c.AdminAddr != "" && c.AdminSecret == c.Secret {
 		p.errorf("PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET: a token signer must not also be an operator")
+	}
+	if _, port, _ := net.SplitHostPort(c.OpsAddr); c.AdminAddr == c.OpsAddr && port != "0" { // two ports of the system's choosing differ
+		p.errorf("PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both %s: the admin listener and the operator listener need addresses of their own", c.OpsAddr)
 	}
 	if c.Sandbox == "" && c.SandboxLatency > 0 {
 		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")

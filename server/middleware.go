@@ -127,7 +127,9 @@ func (g *requestIDs) next() []string {
 // requestID takes X-Request-Id from the request when it is sane, or makes
 // one, and echoes it on the response; it makes the request's requestInfo
 // the response writer. requestInfos are reused: nothing may keep the
-// writer after its handler returned.
+// writer after its handler returned. Every answer also carries
+// X-Content-Type-Options: nosniff, whoever writes it: no browser is to
+// take a JSON answer, or an error's, for anything else.
 func (l *requestLog) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var vals []string
@@ -136,7 +138,9 @@ func (l *requestLog) requestID(next http.Handler) http.Handler {
 		} else {
 			vals = l.ids.next()
 		}
-		w.Header()["X-Request-Id"] = vals
+		h := w.Header()
+		h["X-Request-Id"] = vals
+		h["X-Content-Type-Options"] = hdrNosniff
 		info, _ := l.infos.Get().(*requestInfo)
 		if info == nil {
 			info = new(requestInfo)

@@ -4,7 +4,9 @@
 // Renderer) produces, and every error a handler returns (errors.go, in
 // the envelope server/httperr writes). It mounts /changes, whose answers
 // are server/changes's, behind the same routes, middleware and token
-// checks. It never imports a backend driver or adapter.
+// checks. The probes (/healthz, /readyz) and /metrics are not the API's:
+// OpsHandler serves them, for a listener of their own. It never imports a
+// backend driver or adapter.
 package server
 
 import (
@@ -37,8 +39,8 @@ type Options struct {
 	Auth    AuthOptions
 	// Assets serves /assets/<media_id>; nil answers 404.
 	Assets sources.AssetStore
-	// Checks are probed by /readyz, which reports each one's state in its
-	// body and in prodapi_check_up{check}.
+	// Checks are probed by /readyz (OpsHandler), which reports each one's
+	// state in its body and in prodapi_check_up{check}.
 	Checks []Check
 	// ReadyRequiresBackends makes readiness depend on the backends
 	// (PRODAPI_READY_REQUIRES_BACKENDS): /readyz answers 503 while no
@@ -47,7 +49,8 @@ type Options struct {
 	// outage a rule on them would take the whole fleet out at once, and
 	// with it the stale entries it would serve.
 	ReadyRequiresBackends bool
-	// Metrics are exposed at /metrics; nil exposes an empty registry.
+	// Metrics are exposed at OpsHandler's /metrics; nil exposes a
+	// registry of the server's own.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// AccessLog, when set, receives the access log: one JSON line per
