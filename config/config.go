@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // A Secret is a setting that must never be printed: String and LogValue
@@ -70,11 +72,14 @@ type Config struct {
 	// hundred, 0 none. Every other request is always logged.
 	AccessLogHits float64
 	// TrustedProxyHeader names the header the proxy in front writes the
-	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER); the access log
-	// names the client by its right-most address. Empty: by the TCP
-	// peer, and no header is believed.
+	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER). Empty: the
+	// client is the TCP peer, and no header is believed.
 	TrustedProxyHeader string
-	Testing            bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+	// TrustedProxies are the ranges of the proxies whose header is
+	// believed (PRODAPI_TRUSTED_PROXIES), as nginx's set_real_ip_from;
+	// empty, with a header, any peer's is (a warning at start).
+	TrustedProxies []netip.Prefix
+	Testing        bool // SUPERDESK_TESTING: accepted for compatibility; no effect
 
 	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
 	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
@@ -343,6 +348,7 @@ func LoadFrom(e Env) (Config, error) {
 		Debug:              p.bool("DEBUG", false),
 		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
 		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),
+		TrustedProxies:     p.prefixes("PRODAPI_TRUSTED_PROXIES"),
 		Testing:            p.bool("SUPERDESK_TESTING", false),
 
 		Sandbox:        getenv("PRODAPI_SANDBOX"),
@@ -452,6 +458,11 @@ func LoadFrom(e Env) (Config, error) {
 		known := knownNames(resources)
 		p.unknown(e.Names, known, resources)
 		c.Warnings = p.typos(e.Names, known)
+	}
+	if c.TrustedProxyHeader != "" && len(c.TrustedProxies) == 0 {
+		c.Warnings = append(c.Warnings, "PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES: "+
+			c.TrustedProxyHeader+" is believed from any peer, so a client that reaches the service directly names itself "+
+			"by any address it writes there; set PRODAPI_TRUSTED_PROXIES to the proxies' ranges")
 	}
 	return c, errors.Join(p.errs...)
 }
@@ -586,6 +597,29 @@ func (p *parser) int(name string, def int64) int64 {
 		return def
 	}
 	return n
+}
+
+// prefixes parses a list of address ranges (10.0.0.0/8) and addresses
+// (one address's range), separated by commas or spaces.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(p.getenv(name), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		pfx, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				p.errorf("%s: %q is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address", name, f)
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pfx.Addr().Is4In6() {
+			p.errorf("%s: %q is an IPv4-mapped range: write it as IPv4", name, f)
+			continue
+		}
+		out = append(out, pfx.Masked())
+	}
+	return out
 }
 
 // subfolder normalises OBJSTORE_S3_SUBFOLDER as the original did: "" and

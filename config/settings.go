@@ -50,7 +50,14 @@ var settings = []Setting{
 	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {
 		return strconv.FormatFloat(c.AccessLogHits, 'g', -1, 64)
 	}},
-	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP); the access log's client_ip is its right-most address; unset: the TCP peer's, no header believed", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP), believed from PRODAPI_TRUSTED_PROXIES (from any peer without them: a warning); unset: the client is the TCP peer", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXIES", Help: "address ranges of the proxies whose header is believed, comma-separated (10.0.0.0/8,192.0.2.7), as nginx's set_real_ip_from: the client is the header's right-most address outside them", Value: func(c Config) string {
+		var s []string
+		for _, p := range c.TrustedProxies {
+			s = append(s, p.String())
+		}
+		return strings.Join(s, ",")
+	}},
 	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
 	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
 	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},
@@ -236,6 +243,9 @@ func (p *parser) contradictions(c Config) {
 	}
 	if _, port, _ := net.SplitHostPort(c.OpsAddr); c.AdminAddr == c.OpsAddr && port != "0" { // two ports of the system's choosing differ
 		p.errorf("PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both %s: the admin listener and the operator listener need addresses of their own", c.OpsAddr)
+	}
+	if len(c.TrustedProxies) > 0 && c.TrustedProxyHeader == "" {
+		p.errorf("PRODAPI_TRUSTED_PROXIES is set without PRODAPI_TRUSTED_PROXY_HEADER: name the header those proxies write the client's address in")
 	}
 	if c.Sandbox == "" && c.SandboxLatency > 0 {
 		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -39,6 +40,9 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// clientAddr is the client's address (Server.clientAddr), set by
+	// requestID.
+	clientAddr netip.Addr
 	// untimed: a request that waits (a /changes long poll or stream),
 	// which the feed times in its own histograms, and the request-duration
 	// histogram leaves out.
@@ -145,7 +149,7 @@ func (l *requestLog) requestID(next http.Handler) http.Handler {
 		if info == nil {
 			info = new(requestInfo)
 		}
-		*info = requestInfo{ResponseWriter: w, id: vals[0]}
+		*info = requestInfo{ResponseWriter: w, id: vals[0], clientAddr: l.clients.addr(r)}
 		next.ServeHTTP(info, r)
 		*info = requestInfo{}
 		l.infos.Put(info)
@@ -204,7 +208,7 @@ func (l *requestLog) accessLog(next http.Handler) http.Handler {
 		}
 		l.lines.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
 			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err,
-			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: l.clientIP(r),
+			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: l.clientAddr(w, r),
 			userAgent: header(r.Header, "User-Agent")})
 	})
 }

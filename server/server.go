@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode"
@@ -63,11 +64,14 @@ type Options struct {
 	AccessLogHits *float64
 	// TrustedProxyHeader names the header the proxy in front of the
 	// service writes the client's address in (X-Forwarded-For,
-	// Forwarded, X-Real-IP...); the access log's client_ip is then the
-	// right-most address in it. Empty: the TCP peer's address, and no
-	// header is believed.
+	// Forwarded, X-Real-IP...). Empty: the client is the TCP peer, and
+	// no header is believed.
 	TrustedProxyHeader string
-	Now                func() time.Time
+	// TrustedProxies are the proxies' address ranges: the header is
+	// believed only from a peer in one, and read past every address in
+	// one (clientAddrs). Empty: from any peer, its right-most address.
+	TrustedProxies []netip.Prefix
+	Now            func() time.Time
 	// Tracer, when set, gives every request a server span that honours
 	// the client's W3C traceparent, and exemplars to the request-duration
 	// histogram. Nil: no tracing, at no cost.

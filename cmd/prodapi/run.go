@@ -387,6 +387,7 @@ func (s *service) openServer() {
 		AccessLog:          logs,
 		AccessLogHits:      &cfg.AccessLogHits,
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
+		TrustedProxies:     cfg.TrustedProxies,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
 		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
