@@ -72,7 +72,8 @@ func TestOperatorEndpointsOffTheAPI(t *testing.T) {
 	if want := "Probes and metrics, without a token: http://" + ops + "/healthz, /readyz and /metrics"; !strings.Contains(in.stdout.String(), want) {
 		t.Errorf("the banner does not say %q:\n%s", want, in.stdout)
 	}
-	if _, port, _ := net.SplitHostPort(ops); !strings.Contains(in.stderr.String(), `"msg":"operator listener","addr":"127.0.0.1:`+port+`"`) {
-		t.Errorf("no log line naming the operator listener:\n%s", in.stderr)
-	}
+	_, port, _ := net.SplitHostPort(ops)
+	testkit.Eventually(t, "a log line naming the operator listener", func() bool { // the log sink writes in the background
+		return strings.Contains(in.stderr.String(), `"msg":"operator listener","addr":"127.0.0.1:`+port+`"`)
+	})
 }

@@ -289,7 +289,7 @@ func randomObject(rng *rand.Rand, depth int) string {
 // point where the index starts.
 func TestDuplicateKeysAsTheScan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for range 1000 {
+	for range 300 {
 		data := []byte(randomObject(rng, 0))
 		for _, strict := range []bool{true, false} {
 			for _, from := range []int{1, 2, indexKeys} {
