@@ -398,9 +398,7 @@ func LoadFrom(e Env) (Config, error) {
 	if !validPort(c.Port) {
 		p.errorf("PORT %q is not a port number", c.Port)
 	}
-	if _, port, err := net.SplitHostPort(c.OpsAddr); err != nil || !validPort(port) {
-		p.errorf("PRODAPI_OPS_ADDR %q is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)", c.OpsAddr)
-	}
+	p.listenAddr("PRODAPI_OPS_ADDR", c.OpsAddr)
 	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
 		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
 	}
@@ -459,12 +457,26 @@ func LoadFrom(e Env) (Config, error) {
 		p.unknown(e.Names, known, resources)
 		c.Warnings = p.typos(e.Names, known)
 	}
-	if c.TrustedProxyHeader != "" && len(c.TrustedProxies) == 0 {
-		c.Warnings = append(c.Warnings, "PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES: "+
-			c.TrustedProxyHeader+" is believed from any peer, so a client that reaches the service directly names itself "+
-			"by any address it writes there; set PRODAPI_TRUSTED_PROXIES to the proxies' ranges")
-	}
+	c.Warnings = append(c.Warnings, proxyWarnings(c)...)
 	return c, errors.Join(p.errs...)
+}
+
+// listenAddr checks that value, the setting name's, is an address to
+// listen on: [host]:port.
+func (p *parser) listenAddr(name, value string) {
+	if _, port, err := net.SplitHostPort(value); err != nil || !validPort(port) {
+		p.errorf("%s %q is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)", name, value)
+	}
+}
+
+// proxyWarnings warns of a proxy header believed from any peer.
+func proxyWarnings(c Config) []string {
+	if c.TrustedProxyHeader == "" || len(c.TrustedProxies) > 0 {
+		return nil
+	}
+	return []string{"PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES: " + c.TrustedProxyHeader +
+		" is believed from any peer, so a client that reaches the service directly names itself by any address it writes there; " +
+		"set PRODAPI_TRUSTED_PROXIES to the proxies' ranges"}
 }
 
 // validPort reports whether s is a TCP port number (0: one the system
