@@ -40,11 +40,12 @@ timed() {
 }
 
 # The sandbox: prodapi built from this tree, serving the sample newsroom on a
-# free loopback port, with nothing of the caller's environment but PATH.
+# free loopback port (its operator listener too, never the :5502 another
+# prodapi may hold), with nothing of the caller's environment but PATH.
 sandbox() {
 	go build -o "$work/prodapi" ./cmd/prodapi
 	local secret=clients-test-secret-of-at-least-32-bytes
-	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret \
+	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret PRODAPI_OPS_ADDR=127.0.0.1:0 \
 		"$work/prodapi" -addr 127.0.0.1:0 >"$work/prodapi.out" 2>"$work/prodapi.log" &
 	pid=$!
 	local addr= deadline=$((SECONDS + 120))

@@ -355,9 +355,11 @@ func startProdapi(t *testing.T, root string) string {
 		t.Fatalf("building prodapi: %v\n%s", err, out)
 	}
 	// Only what the sandbox needs: a developer's REDIS_URL or MONGO_URI
-	// must not reach it.
+	// must not reach it. The operator listener on a free port too: another
+	// prodapi may hold its default, :5502.
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PRODAPI_SANDBOX=sample", "AUTH_SERVER_SHARED_SECRET=browser-test-secret-of-at-least-32-bytes"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PRODAPI_SANDBOX=sample", "AUTH_SERVER_SHARED_SECRET=browser-test-secret-of-at-least-32-bytes",
+		"PRODAPI_OPS_ADDR=127.0.0.1:0"}
 	stdout, w := io.Pipe()
 	cmd.Stdout = w
 	var stderr strings.Builder
