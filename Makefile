@@ -10,7 +10,7 @@ HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
 .PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench seed-bench fuzz build docs-ui docs-test clients-test
 
-## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
+## run: serve the bundled sample newsroom on :5500, probes and /metrics on :5502 (no servers needed); prints a token and a curl line
 run:
 	PRODAPI_SANDBOX=$${PRODAPI_SANDBOX:-sample} \
 	AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} \

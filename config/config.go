@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // A Secret is a setting that must never be printed: String and LogValue
@@ -63,6 +65,7 @@ type Config struct {
 	// (PRODAPI_TOKEN_URL): set, the reference page offers OAuth 2 client
 	// credentials against it.
 	TokenURL string
+	Issuer   string // PRODAPI_ISSUER: the iss every token must carry; empty: any
 	// CursorSecret seals list cursors (PRODAPI_CURSOR_SECRET); empty:
 	// AUTH_SERVER_SHARED_SECRET's (see CursorKey).
 	CursorSecret Secret
@@ -73,11 +76,14 @@ type Config struct {
 	// hundred, 0 none. Every other request is always logged.
 	AccessLogHits float64
 	// TrustedProxyHeader names the header the proxy in front writes the
-	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER); the access log
-	// names the client by its right-most address. Empty: by the TCP
-	// peer, and no header is believed.
+	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER). Empty: the
+	// client is the TCP peer, and no header is believed.
 	TrustedProxyHeader string
-	Testing            bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+	// TrustedProxies are the ranges of the proxies whose header is
+	// believed (PRODAPI_TRUSTED_PROXIES), as nginx's set_real_ip_from;
+	// empty, with a header, any peer's is (a warning at start).
+	TrustedProxies []netip.Prefix
+	Testing        bool // SUPERDESK_TESTING: accepted for compatibility; no effect
 
 	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
 	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
@@ -92,10 +98,13 @@ type Config struct {
 
 	Cache Cache
 
-	// AdminAddr is the operator listener's address (POST /purge); empty:
+	// AdminAddr is the admin listener's address (POST /purge); empty:
 	// none. AdminSecret is the bearer secret it requires.
 	AdminAddr   string // PRODAPI_ADMIN_ADDR
 	AdminSecret Secret // PRODAPI_ADMIN_SECRET
+	// OpsAddr is the operator listener's address (PRODAPI_OPS_ADDR): the
+	// probes and /metrics, without authentication, apart from the API.
+	OpsAddr string
 
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
 	ShutdownDelay     time.Duration // PRODAPI_SHUTDOWN_DELAY: unready, still serving, before the drain
@@ -298,6 +307,10 @@ const (
 	defaultFeedPoll            = time.Second
 )
 
+// DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
+// address: where `prodapi healthcheck` probes unless told otherwise.
+const DefaultOpsAddr = ":5502"
+
 // MinSecretLength is the length under which a shared secret draws a
 // warning at start: HS256 wants at least 32 bytes of key.
 const MinSecretLength = 32
@@ -341,9 +354,11 @@ func LoadFrom(e Env) (Config, error) {
 		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
 		Audience:           getenv("PRODAPI_AUDIENCE"),
 		TokenURL:           getenv("PRODAPI_TOKEN_URL"),
+		Issuer:             getenv("PRODAPI_ISSUER"),
 		Debug:              p.bool("DEBUG", false),
 		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
 		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),
+		TrustedProxies:     p.prefixes("PRODAPI_TRUSTED_PROXIES"),
 		Testing:            p.bool("SUPERDESK_TESTING", false),
 
 		Sandbox:        getenv("PRODAPI_SANDBOX"),
@@ -368,6 +383,7 @@ func LoadFrom(e Env) (Config, error) {
 
 		AdminAddr:   getenv("PRODAPI_ADMIN_ADDR"),
 		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
+		OpsAddr:     cmp.Or(getenv("PRODAPI_OPS_ADDR"), DefaultOpsAddr),
 
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
 		ShutdownDelay:     p.duration("PRODAPI_SHUTDOWN_DELAY", 0),
@@ -389,9 +405,10 @@ func LoadFrom(e Env) (Config, error) {
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
 
-	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
+	if !validPort(c.Port) {
 		p.errorf("PORT %q is not a port number", c.Port)
 	}
+	p.listenAddr("PRODAPI_OPS_ADDR", c.OpsAddr)
 	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
 		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
 	}
@@ -453,7 +470,33 @@ func LoadFrom(e Env) (Config, error) {
 		p.unknown(e.Names, known, resources)
 		c.Warnings = p.typos(e.Names, known)
 	}
+	c.Warnings = append(c.Warnings, proxyWarnings(c)...)
 	return c, errors.Join(p.errs...)
+}
+
+// listenAddr checks that value, the setting name's, is an address to
+// listen on: [host]:port.
+func (p *parser) listenAddr(name, value string) {
+	if _, port, err := net.SplitHostPort(value); err != nil || !validPort(port) {
+		p.errorf("%s %q is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)", name, value)
+	}
+}
+
+// proxyWarnings warns of a proxy header believed from any peer.
+func proxyWarnings(c Config) []string {
+	if c.TrustedProxyHeader == "" || len(c.TrustedProxies) > 0 {
+		return nil
+	}
+	return []string{"PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES: " + c.TrustedProxyHeader +
+		" is believed from any peer, so a client that reaches the service directly names itself by any address it writes there; " +
+		"set PRODAPI_TRUSTED_PROXIES to the proxies' ranges"}
+}
+
+// validPort reports whether s is a TCP port number (0: one the system
+// chooses).
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 func (p *parser) cache(resources []string, invalidated bool) Cache {
@@ -579,6 +622,29 @@ func (p *parser) int(name string, def int64) int64 {
 		return def
 	}
 	return n
+}
+
+// prefixes parses a list of address ranges (10.0.0.0/8) and addresses
+// (one address's range), separated by commas or spaces.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(p.getenv(name), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		pfx, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				p.errorf("%s: %q is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address", name, f)
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pfx.Addr().Is4In6() {
+			p.errorf("%s: %q is an IPv4-mapped range: write it as IPv4", name, f)
+			continue
+		}
+		out = append(out, pfx.Masked())
+	}
+	return out
 }
 
 // subfolder normalises OBJSTORE_S3_SUBFOLDER as the original did: "" and

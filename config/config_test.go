@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,8 @@ func TestDefaults(t *testing.T) {
 		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
+		{"Issuer", c.Issuer, ""},
+		{"OpsAddr", c.OpsAddr, ":5502"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -113,6 +116,8 @@ func TestOverrides(t *testing.T) {
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
 		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s",
+		"PRODAPI_ISSUER", "Superdesk Auth Server", "PRODAPI_OPS_ADDR", "127.0.0.1:9102",
+		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7 2001:db8::/32,172.16.5.4/12",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +136,17 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
+	}
+	wantRanges := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("172.16.0.0/12")}
+	if diff := cmp.Diff(wantRanges, c.TrustedProxies, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("TrustedProxies (-want +got):\n%s", diff)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings with the proxies' ranges: %q", c.Warnings)
+	}
+	if c.Issuer != "Superdesk Auth Server" || c.OpsAddr != "127.0.0.1:9102" {
+		t.Errorf("Issuer %q, OpsAddr %q", c.Issuer, c.OpsAddr)
 	}
 	if c.ShutdownDelay != 5*time.Second || !c.ReadyRequiresBackends {
 		t.Errorf("ShutdownDelay %s, ReadyRequiresBackends %v; want 5s, true", c.ShutdownDelay, c.ReadyRequiresBackends)
@@ -153,7 +169,8 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
-		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms",
+		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_OPS_ADDR", "5502",
+		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/33,proxy.example,::ffff:10.0.0.0/104",
 	))
 	if err == nil {
 		t.Fatal("no error")
@@ -161,7 +178,8 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL"} {
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_OPS_ADDR",
+		`PRODAPI_TRUSTED_PROXIES: "10.0.0.0/33"`, `PRODAPI_TRUSTED_PROXIES: "proxy.example"`, `PRODAPI_TRUSTED_PROXIES: "::ffff:10.0.0.0/104"`} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}
@@ -325,5 +343,22 @@ func TestTokenURL(t *testing.T) {
 		if err == nil && c.TokenURL != tc.url {
 			t.Errorf("PRODAPI_TOKEN_URL=%q: TokenURL %q", tc.url, c.TokenURL)
 		}
+	}
+}
+
+// A proxy header without the proxies' ranges still starts (the header is
+// believed from any peer, as before the ranges existed), with a warning
+// that says what that lets a client do.
+func TestProxyHeaderWithoutRangesWarns(t *testing.T) {
+	c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES") {
+		t.Errorf("warnings %q", c.Warnings)
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret))
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings without a header: %q", c.Warnings)
 	}
 }

@@ -14,6 +14,17 @@
 // the variables Superdesk reads (superdesk.go), so prodapi can share a
 // pod's or a Superdesk deployment's environment.
 //
+// The service listens on up to three addresses: PORT (or run's -addr),
+// the API alone; PRODAPI_OPS_ADDR (DefaultOpsAddr, :5502), the operator
+// listener, which serves /healthz, /readyz and /metrics without
+// authentication; and PRODAPI_ADMIN_ADDR, when set, the admin listener
+// (POST /purge, behind PRODAPI_ADMIN_SECRET). The admin and operator
+// listeners may not share an address.
+//
+// PRODAPI_TRUSTED_PROXY_HEADER without PRODAPI_TRUSTED_PROXIES starts,
+// with a warning (Config.Warnings): the header is then believed from any
+// peer. The ranges without the header stop the start.
+//
 // Without PRODAPI_URL, the base URL is http://localhost:$PORT; once the
 // service listens, Config.Listening moves it (and the default
 // MEDIA_PREFIX built on it) to the port actually listened on.

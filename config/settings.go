@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,12 +45,20 @@ var settings = []Setting{
 	{Name: "AUTH_LEEWAY", Help: "clock skew allowed on exp and nbf (at most 1m)", Value: func(c Config) string { return Duration(c.AuthLeeway) }},
 	{Name: "PRODAPI_AUDIENCE", Help: "tokens carrying aud must name it", Value: func(c Config) string { return c.Audience }},
 	{Name: "PRODAPI_TOKEN_URL", Help: "token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token); set, the reference page offers OAuth 2 client credentials against it", Value: func(c Config) string { return c.TokenURL }},
+	{Name: "PRODAPI_ISSUER", Help: "every token must carry this iss (Superdesk's: \"Superdesk Auth Server\"); unset: any", Value: func(c Config) string { return c.Issuer }},
 	{Name: "PRODAPI_CURSOR_SECRET", Help: "seals list cursors, the same on every replica; at least 32 bytes (unset: derived from AUTH_SERVER_SHARED_SECRET)", Value: func(c Config) string { return c.CursorSecret.String() }},
 	{Name: "DEBUG", Help: "debug-level logs", Value: func(c Config) string { return strconv.FormatBool(c.Debug) }},
 	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {
 		return strconv.FormatFloat(c.AccessLogHits, 'g', -1, 64)
 	}},
-	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP); the access log's client_ip is its right-most address; unset: the TCP peer's, no header believed", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP), believed from PRODAPI_TRUSTED_PROXIES (from any peer without them: a warning); unset: the client is the TCP peer", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXIES", Help: "address ranges of the proxies whose header is believed, comma-separated (10.0.0.0/8,192.0.2.7), as nginx's set_real_ip_from: the client is the header's right-most address outside them", Value: func(c Config) string {
+		var s []string
+		for _, p := range c.TrustedProxies {
+			s = append(s, p.String())
+		}
+		return strings.Join(s, ",")
+	}},
 	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
 	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
 	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},
@@ -85,8 +94,9 @@ var settings = []Setting{
 	{Name: "PRODAPI_CACHE_TTL_ASSETS", Help: "freshness of media redirects; must be below PRODAPI_ASSET_URL_LIFETIME", Value: func(c Config) string { return Duration(c.Cache.AssetTTL) }},
 	{Name: "PRODAPI_CACHE_LOCAL_BYTES", Help: "in-process tier size in bytes (negative: off)", Value: func(c Config) string { return strconv.FormatInt(c.Cache.LocalBytes, 10) }},
 	{Name: "PRODAPI_CACHE_LOCAL_TTL", Help: "how long the in-process tier serves an entry before asking Redis again", Value: func(c Config) string { return Duration(c.Cache.LocalTTL) }},
-	{Name: "PRODAPI_ADMIN_ADDR", Help: "operator listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
-	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the operator listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_ADMIN_ADDR", Help: "admin listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
+	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the admin listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_OPS_ADDR", Help: "operator listener: /healthz, /readyz and /metrics, without authentication, apart from the API's port (which answers them 404)", Value: func(c Config) string { return c.OpsAddr }},
 	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
 	{Name: "PRODAPI_SHUTDOWN_DELAY", Help: "on SIGTERM, how long /readyz answers 503 while the listener still serves, before the drain", Value: func(c Config) string { return Duration(c.ShutdownDelay) }},
 	{Name: "PRODAPI_READY_REQUIRES_BACKENDS", Help: "true: /readyz answers 503 while no backend can answer (default: readiness is the replica's own)", Value: func(c Config) string {
@@ -224,13 +234,19 @@ func (p *parser) contradictions(c Config) {
 			Duration(c.WriteTimeout), Duration(c.BackendTimeout))
 	}
 	if c.AdminAddr != "" && len(c.AdminSecret) < MinSecretLength {
-		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the operator listener needs a strong bearer secret of its own", MinSecretLength)
+		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the admin listener needs a strong bearer secret of its own", MinSecretLength)
 	}
 	if c.AdminAddr == "" && c.AdminSecret != "" {
-		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no operator listener to guard")
+		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no admin listener to guard")
 	}
 	if c.AdminAddr != "" && c.AdminSecret == c.Secret {
 		p.errorf("PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET: a token signer must not also be an operator")
+	}
+	if _, port, _ := net.SplitHostPort(c.OpsAddr); c.AdminAddr == c.OpsAddr && port != "0" { // two ports of the system's choosing differ
+		p.errorf("PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both %s: the admin listener and the operator listener need addresses of their own", c.OpsAddr)
+	}
+	if len(c.TrustedProxies) > 0 && c.TrustedProxyHeader == "" {
+		p.errorf("PRODAPI_TRUSTED_PROXIES is set without PRODAPI_TRUSTED_PROXY_HEADER: name the header those proxies write the client's address in")
 	}
 	if c.Sandbox == "" && c.SandboxLatency > 0 {
 		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")

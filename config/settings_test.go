@@ -116,6 +116,10 @@ func TestContradictionsAreRefused(t *testing.T) {
 			"PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR"},
 		{"admin secret equal to the token secret", []string{"PRODAPI_ADMIN_ADDR", ":5501", "PRODAPI_ADMIN_SECRET", secret},
 			"PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET"},
+		{"proxies without a header", []string{"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8"},
+			"PRODAPI_TRUSTED_PROXIES is set without PRODAPI_TRUSTED_PROXY_HEADER"},
+		{"the admin listener on the operator listener's address", []string{"PRODAPI_ADMIN_ADDR", ":5502", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+			"PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both :5502"},
 	} {
 		_, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, tc.env...)...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -137,6 +141,7 @@ func TestContradictionsAreRefused(t *testing.T) {
 		{"PRODAPI_WRITE_TIMEOUT", "11s", "PRODAPI_BACKEND_TIMEOUT", "5s"},
 		{"PRODAPI_SANDBOX", "sample", "PRODAPI_SANDBOX_LATENCY", "1s"},
 		{"PRODAPI_ADMIN_ADDR", "127.0.0.1:5501", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+		{"PRODAPI_ADMIN_ADDR", "127.0.0.1:0", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32), "PRODAPI_OPS_ADDR", "127.0.0.1:0"},
 	} {
 		if _, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, env...)...)); err != nil {
 			t.Errorf("%v: %v", env, err)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +30,9 @@ type requestLog struct {
 	inFlight  metrics.GaugeSeries
 	durations *durationTable
 	traced    bool // requests have spans (Options.Tracer): lines and exemplars name them
-	// proxyHeader is Options.TrustedProxyHeader in canonical form; "":
-	// none.
-	proxyHeader string
+	// clients tells each request's client address, which requestID
+	// records.
+	clients *clientAddrs
 }
 
 func newRequestLog(opts Options, logger *slog.Logger, m *metrics.Metrics) *requestLog {
@@ -46,10 +45,8 @@ func newRequestLog(opts Options, logger *slog.Logger, m *metrics.Metrics) *reque
 				"(hit, stale, miss, collapsed, bypass, error, none); /changes long polls and streams are timed apart.",
 			nil, "route", "outcome"),
 			m.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")),
-		traced: opts.Tracer != nil,
-	}
-	if opts.TrustedProxyHeader != "" {
-		l.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
+		traced:  opts.Tracer != nil,
+		clients: newClientAddrs(opts.TrustedProxyHeader, opts.TrustedProxies),
 	}
 	return l
 }
@@ -82,7 +79,7 @@ type accessLine struct {
 	traceID   trace.TraceID
 	spanID    trace.SpanID
 	clientID  string     // the verified token's client_id
-	clientIP  netip.Addr // the client's address (Server.clientIP)
+	clientIP  netip.Addr // the client's address (clientAddrs)
 	userAgent string     // as sent; log cuts it to maxUserAgent
 }
 
@@ -90,64 +87,6 @@ type accessLine struct {
 // before JSON escaping: enough for any real client's, and a client
 // cannot make lines of its choosing size.
 const maxUserAgent = 256
-
-// clientIP is the address the access log names the client by. Without a
-// trusted proxy header it is the TCP peer's: a client cannot choose it.
-// With one (Options.TrustedProxyHeader) it is the right-most address in
-// that header, the one the proxy in front of the service wrote, and the
-// peer's when the header holds no address (absent, "unknown", garbage).
-// Forwarded (RFC 7239) is read for the for= of its last element; any
-// other header as a comma-separated list (X-Forwarded-For, X-Real-IP).
-func (l *requestLog) clientIP(r *http.Request) netip.Addr {
-	if l.proxyHeader != "" {
-		if v := r.Header[l.proxyHeader]; len(v) > 0 {
-			if a, ok := forwardedAddr(v[len(v)-1], l.proxyHeader == "Forwarded"); ok {
-				return a
-			}
-		}
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
-// forwardedAddr is the right-most address of a proxy header's value.
-func forwardedAddr(v string, rfc7239 bool) (netip.Addr, bool) {
-	if i := strings.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
-	}
-	if rfc7239 {
-		found := false
-		for pair := range strings.SplitSeq(v, ";") {
-			name, value, _ := strings.Cut(strings.TrimSpace(pair), "=")
-			if strings.EqualFold(name, "for") {
-				v, found = value, true
-				break
-			}
-		}
-		if !found {
-			return netip.Addr{}, false
-		}
-	}
-	v = strings.Trim(strings.TrimSpace(v), `"`)
-	var a netip.Addr
-	var err error
-	// An address alone, or with a port ("192.0.2.1:443", "[2001:db8::1]:443"):
-	// chosen by shape, as a failed parse costs an allocation.
-	if strings.HasPrefix(v, "[") || strings.Count(v, ":") == 1 {
-		var ap netip.AddrPort
-		ap, err = netip.ParseAddrPort(v)
-		a = ap.Addr()
-	} else {
-		a, err = netip.ParseAddr(v)
-	}
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.Unmap().WithZone(""), true // a zone names an interface of the proxy's
-}
 
 // truncateUTF8 cuts s to at most n bytes, at the start of a rune.
 func truncateUTF8(s string, n int) string {

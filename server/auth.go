@@ -36,6 +36,9 @@ type AuthOptions struct {
 	// OpenAPI document then offers OAuth 2 client credentials against it,
 	// and the reference page may reach its origin.
 	TokenURL string
+	// Issuer, when set, is the iss every token must carry
+	// (PRODAPI_ISSUER); a token without it, or with another, is refused.
+	Issuer string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -79,6 +82,11 @@ type verified struct {
 
 const maxMemo = 10000
 
+// maxAuthorization is the longest Authorization header read: a longer one
+// is refused (401, invalid_token) before any decoding. Superdesk's tokens
+// take well under 2 KiB; a forged one costs its refusal nothing more.
+const maxAuthorization = 8 << 10
+
 func newAuthenticator(opts AuthOptions) *authenticator {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -103,13 +111,19 @@ var (
 	errMalformed   = errors.New("token is not three base64url segments with a JSON object payload")
 	errNumericDate = errors.New("token date claim is not a JSON number")
 	errExtraWords  = errors.New("authorization header has words after the token")
+	errTooLong     = errors.New("authorization header is longer than maxAuthorization")
+	errIssuer      = errors.New("token issuer is not the one configured")
 )
 
 // verify returns the claims of the request's token, or an error (401),
 // a remembered token judged at now (the request's time). A token not yet
 // remembered is parsed and judged on the options' clock.
 func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) {
-	tok, err := tokenFrom(header(r.Header, "Authorization"))
+	h := header(r.Header, "Authorization")
+	if len(h) > maxAuthorization {
+		return nil, errTooLong
+	}
+	tok, err := tokenFrom(h)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +170,9 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	}
 	if len(tc.Audience) > 0 && (a.opts.Audience == "" || !slices.Contains(tc.Audience, a.opts.Audience)) {
 		return nil, time.Time{}, errAudience
+	}
+	if a.opts.Issuer != "" && tc.Issuer != a.opts.Issuer {
+		return nil, time.Time{}, errIssuer
 	}
 	scopes, err := parseScope(tc.Scope)
 	if err != nil {
@@ -324,8 +341,10 @@ var tokenFaults = []struct {
 	{jwt.ErrTokenSignatureInvalid, "the token's signature is invalid"}, // also any algorithm but HS256
 	{jwt.ErrTokenRequiredClaimMissing, "the token has no expiry"},
 	{errAudience, "the token is for another audience"},
+	{errIssuer, "the token is from another issuer"},
 	{errBadScope, "the token's scope claim is malformed"},
 	{errExtraWords, "the Authorization header has words after the token"},
+	{errTooLong, "the Authorization header is longer than 8 KiB"},
 	{errNoSecret, "the token cannot be verified"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -39,6 +40,9 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// clientAddr is the client's address (Server.clientAddr), set by
+	// requestID.
+	clientAddr netip.Addr
 	// untimed: a request that waits (a /changes long poll or stream),
 	// which the feed times in its own histograms, and the request-duration
 	// histogram leaves out.
@@ -127,7 +131,9 @@ func (g *requestIDs) next() []string {
 // requestID takes X-Request-Id from the request when it is sane, or makes
 // one, and echoes it on the response; it makes the request's requestInfo
 // the response writer. requestInfos are reused: nothing may keep the
-// writer after its handler returned.
+// writer after its handler returned. Every answer also carries
+// X-Content-Type-Options: nosniff, whoever writes it: no browser is to
+// take a JSON answer, or an error's, for anything else.
 func (l *requestLog) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var vals []string
@@ -136,12 +142,14 @@ func (l *requestLog) requestID(next http.Handler) http.Handler {
 		} else {
 			vals = l.ids.next()
 		}
-		w.Header()["X-Request-Id"] = vals
+		h := w.Header()
+		h["X-Request-Id"] = vals
+		h["X-Content-Type-Options"] = hdrNosniff
 		info, _ := l.infos.Get().(*requestInfo)
 		if info == nil {
 			info = new(requestInfo)
 		}
-		*info = requestInfo{ResponseWriter: w, id: vals[0]}
+		*info = requestInfo{ResponseWriter: w, id: vals[0], clientAddr: l.clients.addr(r)}
 		next.ServeHTTP(info, r)
 		*info = requestInfo{}
 		l.infos.Put(info)
@@ -200,7 +208,7 @@ func (l *requestLog) accessLog(next http.Handler) http.Handler {
 		}
 		l.lines.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
 			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err,
-			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: l.clientIP(r),
+			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: l.clientAddr(w, r),
 			userAgent: header(r.Header, "User-Agent")})
 	})
 }

@@ -102,6 +102,7 @@ var (
 	hdrJavaScript = []string{"text/javascript; charset=utf-8"}
 	hdrVary       = []string{"Accept-Encoding"}
 	hdrGzip       = []string{"gzip"}
+	hdrNosniff    = []string{"nosniff"}
 )
 
 // gzipETag is the validator of a body's gzip coding: strong validators

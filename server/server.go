@@ -4,7 +4,9 @@
 // Renderer) produces, and every error a handler returns (errors.go, in
 // the envelope server/httperr writes). It mounts /changes, whose answers
 // are server/changes's, behind the same routes, middleware and token
-// checks. It never imports a backend driver or adapter.
+// checks. The probes (/healthz, /readyz) and /metrics are not the API's:
+// OpsHandler serves them, for a listener of their own. It never imports a
+// backend driver or adapter.
 package server
 
 import (
@@ -13,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode"
@@ -37,8 +40,8 @@ type Options struct {
 	Auth    AuthOptions
 	// Assets serves /assets/<media_id>; nil answers 404.
 	Assets sources.AssetStore
-	// Checks are probed by /readyz, which reports each one's state in its
-	// body and in prodapi_check_up{check}.
+	// Checks are probed by /readyz (OpsHandler), which reports each one's
+	// state in its body and in prodapi_check_up{check}.
 	Checks []Check
 	// ReadyRequiresBackends makes readiness depend on the backends
 	// (PRODAPI_READY_REQUIRES_BACKENDS): /readyz answers 503 while no
@@ -47,7 +50,8 @@ type Options struct {
 	// outage a rule on them would take the whole fleet out at once, and
 	// with it the stale entries it would serve.
 	ReadyRequiresBackends bool
-	// Metrics are exposed at /metrics; nil exposes an empty registry.
+	// Metrics are exposed at OpsHandler's /metrics; nil exposes a
+	// registry of the server's own.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// AccessLog, when set, receives the access log: one JSON line per
@@ -60,11 +64,14 @@ type Options struct {
 	AccessLogHits *float64
 	// TrustedProxyHeader names the header the proxy in front of the
 	// service writes the client's address in (X-Forwarded-For,
-	// Forwarded, X-Real-IP...); the access log's client_ip is then the
-	// right-most address in it. Empty: the TCP peer's address, and no
-	// header is believed.
+	// Forwarded, X-Real-IP...). Empty: the client is the TCP peer, and
+	// no header is believed.
 	TrustedProxyHeader string
-	Now                func() time.Time
+	// TrustedProxies are the proxies' address ranges: the header is
+	// believed only from a peer in one, and read past every address in
+	// one (clientAddrs). Empty: from any peer, its right-most address.
+	TrustedProxies []netip.Prefix
+	Now            func() time.Time
 	// Tracer, when set, gives every request a server span that honours
 	// the client's W3C traceparent, and exemplars to the request-duration
 	// histogram. Nil: no tracing, at no cost.

@@ -363,7 +363,7 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 // gomaxprocsOf reads the GOMAXPROCS a prodapi reports on /metrics, or
 // "unknown".
 func (h *harness) gomaxprocsOf(ctx context.Context, p *prodapiProc) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ops+"/metrics", nil)
 	if err != nil {
 		return "unknown"
 	}

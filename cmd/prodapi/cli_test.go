@@ -20,10 +20,12 @@ import (
 )
 
 // cli runs the program in-process as main does, with exactly the
-// environment given (as os.Environ would list it), and returns what it
-// printed and the exit status main would give.
+// environment given (as os.Environ would list it), but for the operator
+// listener's address (withTestOps), and returns what it printed and the
+// exit status main would give.
 func cli(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, exit int, err error) {
 	t.Helper()
+	vars = withTestOps(vars)
 	var environ []string
 	for k, v := range vars {
 		environ = append(environ, k+"="+v)

@@ -82,7 +82,7 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 	const publicURL = "http://prodapi.test"
 	remote := start(t, append([]string{"PRODAPI_SANDBOX", "", "PRODAPI_URL", publicURL}, env...)...)
 	local := start(t, "PRODAPI_URL", publicURL)
-	status, _, body := remote.get(t, "/readyz", "")
+	status, _, body := remote.getOps(t, "/readyz")
 	var ready struct{ Checks map[string]string }
 	json.Unmarshal(body, &ready)
 	if status != 200 || ready.Checks["mongo"] != "ok" || ready.Checks["elastic"] != "ok" {
@@ -144,7 +144,7 @@ func TestRealPollFallback(t *testing.T) {
 		"PRODAPI_FEED_POLL", "100ms"}, env...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			_, _, m := in.get(t, "/metrics", "")
+			_, _, m := in.getOps(t, "/metrics")
 			for line := range strings.SplitSeq(string(m), "\n") {
 				if !strings.HasPrefix(line, "#") && (strings.Contains(line, "changes_") || strings.Contains(line, "feed_") || strings.Contains(line, "poll")) {
 					t.Log(line)
@@ -158,7 +158,7 @@ func TestRealPollFallback(t *testing.T) {
 		}
 	})
 	eventually(t, "/readyz to say the feed polls", func() bool {
-		_, _, body := in.get(t, "/readyz", "")
+		_, _, body := in.getOps(t, "/readyz")
 		var ready struct{ Notes map[string]string }
 		return json.Unmarshal(body, &ready) == nil && strings.Contains(ready.Notes["change_feed"], "deletions do not")
 	})
@@ -221,7 +221,7 @@ func TestRealPollFallback(t *testing.T) {
 	t.Logf("from the write to its entry in /changes: %s (PRODAPI_FEED_POLL=100ms)", arrived.Sub(written).Round(time.Millisecond))
 	// What a poll costs, per collection (the sample's sizes, no index on
 	// _updated): the mean time of its query.
-	_, _, m := in.get(t, "/metrics", "")
+	_, _, m := in.getOps(t, "/metrics")
 	sums, counts := map[string]float64{}, map[string]float64{}
 	for line := range strings.SplitSeq(string(m), "\n") {
 		for name, into := range map[string]map[string]float64{"sum": sums, "count": counts} {

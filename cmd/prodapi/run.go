@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,11 @@ type env struct {
 	// ready, when set, receives the bound address once the server
 	// listens (tests listen on 127.0.0.1:0).
 	ready func(addr string)
-	// adminReady, when set, receives the operator listener's address.
+	// adminReady, when set, receives the admin listener's address.
 	adminReady func(addr string)
+	// opsReady, when set, receives the operator listener's address (the
+	// probes and /metrics).
+	opsReady func(addr string)
 	// draining, when set, is called once the server drains (/readyz
 	// answers 503) and before its listener closes.
 	draining func()
@@ -158,6 +162,9 @@ type service struct {
 	admin       *http.Server // nil without PRODAPI_ADMIN_ADDR
 	adminLn     net.Listener
 	adminServed chan error
+	ops         *http.Server // the operator listener: probes and /metrics
+	opsLn       net.Listener
+	opsServed   chan error
 }
 
 // open builds the service: nothing serves until run.
@@ -181,6 +188,12 @@ func (s *service) open(ctx context.Context, args []string) error {
 	}
 	s.undo = append(s.undo, func() { ln.Close() }) // for an early return; Shutdown closes it otherwise
 	s.ln, s.cfg = ln, cfg.Listening(ln.Addr())
+	oln, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		return fmt.Errorf("listening for the operator listener (PRODAPI_OPS_ADDR): %w", err)
+	}
+	s.undo = append(s.undo, func() { oln.Close() })
+	s.opsLn = oln
 
 	s.openLog()
 	if err := s.openTracing(ctx); err != nil {
@@ -406,7 +419,7 @@ func (s *service) openServer() {
 		Prefix:  cfg.URLPrefix,
 		BaseURL: cfg.URL,
 		Auth: server.AuthOptions{Enabled: cfg.AuthEnabled, Secret: []byte(cfg.Secret), Leeway: cfg.AuthLeeway,
-			Audience: cfg.Audience, TokenURL: cfg.TokenURL},
+			Audience: cfg.Audience, TokenURL: cfg.TokenURL, Issuer: cfg.Issuer},
 		Assets:             assets,
 		Checks:             checks,
 		Metrics:            registry,
@@ -414,6 +427,7 @@ func (s *service) openServer() {
 		AccessLog:          logs,
 		AccessLogHits:      &cfg.AccessLogHits,
 		TrustedProxyHeader: cfg.TrustedProxyHeader,
+		TrustedProxies:     cfg.TrustedProxies,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
 		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
@@ -425,7 +439,17 @@ func (s *service) openServer() {
 	limit := newConnLimiter(cfg.MaxConns, registry)
 	s.ln = limit.listener(server.Listener(s.ln))
 	s.srv, s.hs = srv, apiServer(cfg, srv, limit, logger)
+	// The probes' and the scrapes' own allowance, which no client of the
+	// API's port can take.
+	opsLimit := newConnLimiter(opsMaxConns, nil)
+	s.opsLn = opsLimit.listener(server.Listener(s.opsLn))
+	s.ops = opsServer(cfg, srv, opsLimit, logger)
 }
+
+// opsMaxConns is the operator listener's connection allowance: kubelet's
+// probes, a load balancer's, a scraper or two and `prodapi healthcheck`
+// need a handful at once; at the cap a new one closes the longest idle.
+const opsMaxConns = 32
 
 // openAdmin listens for the operator's purges when PRODAPI_ADMIN_ADDR is
 // set.
@@ -467,6 +491,12 @@ func (s *service) run(ctx context.Context) error {
 			}
 		}()
 	}
+	s.opsServed = make(chan error, 1)
+	s.logger.Info("operator listener", "addr", s.opsLn.Addr().String())
+	if s.e.opsReady != nil {
+		s.e.opsReady(s.opsLn.Addr().String())
+	}
+	go func() { s.opsServed <- s.ops.Serve(s.opsLn) }() // ends when Shutdown closes the listener
 	s.adminServed = make(chan error, 1)
 	if s.admin != nil {
 		s.logger.Info("admin listener", "addr", s.adminLn.Addr().String())
@@ -478,7 +508,7 @@ func (s *service) run(ctx context.Context) error {
 	}
 	s.logger.Info("listening", "addr", s.ln.Addr().String(), "backends", s.b.describe, "config", s.cfg)
 	if s.cfg.Sandbox != "" {
-		greet(s.e.stdout, s.cfg, s.ln.Addr())
+		greet(s.e.stdout, s.cfg, s.ln.Addr(), s.opsLn.Addr())
 	}
 	if s.e.ready != nil {
 		s.e.ready(s.ln.Addr().String())
@@ -492,6 +522,9 @@ func (s *service) run(ctx context.Context) error {
 	case err := <-s.adminServed:
 		_ = s.hs.Close()
 		return fmt.Errorf("serving the admin listener: %w", err)
+	case err := <-s.opsServed:
+		_ = s.hs.Close()
+		return fmt.Errorf("serving the operator listener: %w", err)
 	case <-ctx.Done():
 		return nil
 	}
@@ -502,7 +535,8 @@ func (s *service) run(ctx context.Context) error {
 func (s *service) shutdown(ctx context.Context) error {
 	cfg := s.cfg
 	// Unready first, still serving: load balancers that probe /readyz
-	// stop sending before the listener closes.
+	// (on the operator listener, which serves until the API has drained)
+	// stop sending before the API's listener closes.
 	s.srv.Drain()
 	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
 	if s.e.draining != nil {
@@ -518,6 +552,12 @@ func (s *service) shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("draining requests: %w", err))
 	}
 	if err := <-s.served; !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	if err := s.ops.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("draining operator requests: %w", err))
+	}
+	if err := <-s.opsServed; !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, err)
 	}
 	if s.admin != nil {
@@ -588,10 +628,27 @@ func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger
 	return hs
 }
 
-// greet prints, in sandbox mode, a ready token and a curl line.
-func greet(w io.Writer, cfg config.Config, addr net.Addr) {
+// opsServer is the http.Server of the operator listener, srv's
+// OpsHandler, on a listener made by limit.listener(server.Listener(ln)).
+func opsServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           srv.OpsHandler(),
+		ConnState:         limit.connState,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    16 << 10, // a probe's or a scrape's headers
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// greet prints, in sandbox mode, a ready token and a curl line, and where
+// the probes and the metrics are.
+func greet(w io.Writer, cfg config.Config, addr, opsAddr net.Addr) {
 	base := cfg.URL + "/" + cfg.URLPrefix + "/v1"
 	fmt.Fprintf(w, "\nprodapi is serving the %s newsroom at %s (listening on %s)\n", sandboxName(cfg.Sandbox), base, addr)
+	fmt.Fprintf(w, "Probes and metrics, without a token: %s/healthz, /readyz and /metrics (PRODAPI_OPS_ADDR)\n", localURL(opsAddr))
 	if !cfg.AuthEnabled {
 		fmt.Fprintf(w, "Authentication is off. Try:\n\n  curl %s/items\n\n", base)
 		return
@@ -601,6 +658,20 @@ func greet(w io.Writer, cfg config.Config, addr net.Addr) {
 		return
 	}
 	fmt.Fprintf(w, "A token with every scope, valid for 24 hours:\n\n  export TOKEN=%s\n\nTry:\n\n  curl -H \"Authorization: Bearer $TOKEN\" %s/items\n\n", tok, base)
+}
+
+// localURL is the http URL of a listener of this machine's: at its
+// address, or at localhost for a wildcard.
+func localURL(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	host := "localhost"
+	if !ta.IP.IsUnspecified() {
+		host = ta.IP.String()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
 
 func sandboxName(spec string) string {

@@ -398,7 +398,8 @@ func TestNamedMetricsExist(t *testing.T) {
 // exposedNames builds prodapi, starts it against a MongoDB and an
 // Elasticsearch that do not answer (so the backend, change-feed and error
 // series are made), with the admin listener, makes a few requests and a
-// purge, and returns the sample names of its /metrics.
+// purge, and returns the sample names of its /metrics, which its operator
+// listener serves.
 func exposedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -420,6 +421,7 @@ func exposedNames(t *testing.T) map[string]bool {
 		"PRODAPI_AUTH_ENABLED=false",
 		"PRODAPI_ADMIN_ADDR=127.0.0.1:0",
 		"PRODAPI_ADMIN_SECRET="+adminSecret,
+		"PRODAPI_OPS_ADDR=127.0.0.1:0",
 		"PRODAPI_BACKEND_TIMEOUT=2s",
 	)
 	stderr, err := cmd.StderrPipe()
@@ -433,11 +435,12 @@ func exposedNames(t *testing.T) map[string]bool {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	})
-	api, admin := listenAddrs(t, stderr)
+	api, admin, ops := listenAddrs(t, stderr)
 
 	client := &http.Client{Timeout: time.Minute}
-	for _, target := range []string{"/prodapi/v1/items", "/prodapi/v1/desks", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e", "/readyz"} {
-		res, err := client.Get("http://" + api + target)
+	for _, url := range []string{"http://" + api + "/prodapi/v1/items", "http://" + api + "/prodapi/v1/desks",
+		"http://" + api + "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e", "http://" + ops + "/readyz"} {
+		res, err := client.Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +455,7 @@ func exposedNames(t *testing.T) map[string]bool {
 		res.Body.Close()
 	}
 
-	res, err := client.Get("http://" + api + "/metrics")
+	res, err := client.Get("http://" + ops + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,14 +493,14 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// listenAddrs reads prodapi's JSON log until it has named both of its
+// listenAddrs reads prodapi's JSON log until it has named all three of its
 // listeners, then drains the rest in the background.
-func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
+func listenAddrs(t *testing.T, stderr io.Reader) (api, admin, ops string) {
 	t.Helper()
 	type line struct{ Msg, Addr string }
-	found := make(chan [2]string, 1)
+	found := make(chan [3]string, 1)
 	go func() { // ends when prodapi exits and its stderr closes
-		var a [2]string
+		var a [3]string
 		sent := false
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(nil, 1<<20)
@@ -509,10 +512,12 @@ func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
 			switch l.Msg {
 			case "admin listener":
 				a[1] = l.Addr
+			case "operator listener":
+				a[2] = l.Addr
 			case "listening":
 				a[0] = l.Addr
 			}
-			if a[0] != "" && a[1] != "" && !sent {
+			if a[0] != "" && a[1] != "" && a[2] != "" && !sent {
 				found <- a
 				sent = true
 			}
@@ -522,9 +527,9 @@ func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
 	defer cancel()
 	select {
 	case a := <-found:
-		return a[0], a[1]
+		return a[0], a[1], a[2]
 	case <-ctx.Done():
 		t.Fatal("prodapi did not log its listeners within 5 minutes")
 	}
-	return "", ""
+	return "", "", ""
 }

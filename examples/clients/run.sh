@@ -40,7 +40,8 @@ timed() {
 }
 
 # The sandbox: prodapi built from this tree, serving the sample newsroom on a
-# free loopback port, with nothing of the caller's environment but PATH.
+# free loopback port (its operator listener too, never the :5502 another
+# prodapi may hold), with nothing of the caller's environment but PATH.
 sandbox() {
 	go build -o "$work/prodapi" ./cmd/prodapi
 	local secret=clients-test-secret-of-at-least-32-bytes
@@ -50,7 +51,7 @@ sandbox() {
 	# PRODAPI_TOKEN_URL names an auth server (never asked here), so that the
 	# document the generators take offers OAuth 2 beside the bearer token,
 	# as a deployment that sets it serves it.
-	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret \
+	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret PRODAPI_OPS_ADDR=127.0.0.1:0 \
 		PRODAPI_TOKEN_URL=https://superdesk.example/api/auth_server/token \
 		"$work/prodapi" -addr 127.0.0.1:0 >"$work/prodapi.out" 2>"$work/prodapi.log" &
 	pid=$!

@@ -473,9 +473,11 @@ func mintToken(t *testing.T, bin, scopes string) string {
 func startProdapi(t *testing.T, bin string, settings ...string) string {
 	t.Helper()
 	// Only what the sandbox needs: a developer's REDIS_URL or MONGO_URI
-	// must not reach it.
+	// must not reach it. The operator listener on a free port too: another
+	// prodapi may hold its default, :5502.
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "PRODAPI_SANDBOX=sample", "AUTH_SERVER_SHARED_SECRET=" + secret}, settings...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "PRODAPI_SANDBOX=sample", "AUTH_SERVER_SHARED_SECRET=" + secret,
+		"PRODAPI_OPS_ADDR=127.0.0.1:0"}, settings...)
 	stdout, w := io.Pipe()
 	cmd.Stdout = w
 	var stderr strings.Builder

@@ -241,10 +241,10 @@ func TestOperatorListener(t *testing.T) {
 		"httpRoute":     map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "public"}}},
 	}))
 	c := container(t, objs)
-	// prodapi does not know PRODAPI_OPS_ADDR yet: the loader is not asked.
 	if got := envVar(t, c, "PRODAPI_OPS_ADDR").Value; got != ":6000" {
 		t.Errorf("PRODAPI_OPS_ADDR = %q, want :6000", got)
 	}
+	loadsInProdapi(t, c, one[*corev1.Secret](t, objs))
 	var opsPort int32
 	for _, p := range c.Ports {
 		if p.Name == "ops" {
