@@ -27,6 +27,8 @@
 //	prodapi:v1:feed:<name>:lease      a change feed's watcher lease (Lease)
 //	prodapi:v1:feed:<name>:token      its resume token (Token, SaveToken)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
+//	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
+//	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
 //
 // # A request's budget
 //
