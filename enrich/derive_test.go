@@ -462,22 +462,5 @@ func TestDeriveLookupsListsEveryLookup(t *testing.T) {
 			}
 		}
 	}
-	var made []sources.Lookup
-	for _, l := range store.calls {
-		l = sources.Lookup{Collection: l.Collection, Field: l.Field, Sort: l.Sort, Search: l.Search}
-		if !slices.ContainsFunc(made, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
-			made = append(made, l)
-		}
-	}
-	listed := enrich.DeriveLookups()
-	for _, l := range made {
-		if !slices.ContainsFunc(listed, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
-			t.Errorf("the Deriver looks up %+v, which DeriveLookups does not list", l)
-		}
-	}
-	for _, l := range listed {
-		if !slices.ContainsFunc(made, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
-			t.Errorf("DeriveLookups lists %+v, which the Deriver did not make", l)
-		}
-	}
+	sameLookups(t, store.calls, enrich.DeriveLookups(), "the Deriver", "DeriveLookups")
 }

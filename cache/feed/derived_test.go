@@ -55,15 +55,7 @@ func (j *journal) appendedBeforeApplied() string {
 	return ""
 }
 
-func (j *journal) count(e string) int {
-	n := 0
-	for _, g := range j.got() {
-		if g == e {
-			n++
-		}
-	}
-	return n
-}
+func (j *journal) count(e string) int { return countOf(j.got(), e) }
 
 // flakyCache is an Applier whose Apply fails while fails is above zero
 // (counting down), as the cache's does when an invalidation did not reach
@@ -75,6 +67,13 @@ type flakyCache struct {
 }
 
 var errNotPropagated = errors.New("cache: the invalidation did not reach Redis")
+
+// failNext makes the next n calls fail.
+func (c *flakyCache) failNext(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fails = n
+}
 
 func (c *flakyCache) Apply(_ context.Context, cs []sources.Change) error {
 	c.mu.Lock()
@@ -137,27 +136,34 @@ func runFeed(t *testing.T, src feed.Source, coord feed.Coordinator, apply feed.A
 	return f
 }
 
-// A change the cache did not take (its invalidation did not reach Redis)
-// fails like an append that failed: nothing is appended for it before
-// the cache takes it, on the change stream, and it comes again; what it
-// derives follows it, in the cache and in the log.
-func TestWatchAppliesBeforeAppending(t *testing.T) {
+// watchingFeed runs a feed on the change stream of the fake server and a
+// real Redis, with a flakyCache and a journalLog, until it has appended
+// a first change (desks/d0): a resume token is saved.
+func watchingFeed(t *testing.T, d feed.Deriver) (*mongotest.Server, *journal, *flakyCache) {
+	t.Helper()
 	srv := mongotest.Start(t, nil)
 	srv.EnableChangeStreams()
 	rs := realserver.StartRedis(t, 0)
 	store, shared := storeAndTier(t, srv, rs.URL())
 	j := &journal{}
 	cache := &flakyCache{j: j}
-	f := runFeed(t, store, shared, cache, feed.Options{Log: journalLog{j}, Derive: embeds})
+	f := runFeed(t, store, shared, cache, feed.Options{Log: journalLog{j}, Derive: d})
 	testkit.Eventually(t, "watching", func() bool { return f.Status() == feed.StatusWatching })
 	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
 		t.Fatal(err)
 	}
-	srv.Change("desks", "update", "d0") // a token to resume from
+	srv.Change("desks", "update", "d0")
 	testkit.Eventually(t, "the first change in the log", func() bool { return j.count("append update desks/d0") > 0 })
-	cache.mu.Lock()
-	cache.fails = 2
-	cache.mu.Unlock()
+	return srv, j, cache
+}
+
+// A change the cache did not take (its invalidation did not reach Redis)
+// fails like an append that failed: nothing is appended for it before
+// the cache takes it, on the change stream, and it comes again; what it
+// derives follows it, in the cache and in the log.
+func TestWatchAppliesBeforeAppending(t *testing.T) {
+	srv, j, cache := watchingFeed(t, embeds)
+	cache.failNext(2)
 	srv.Change("archive", "update", "a1")
 	testkit.Eventually(t, "the change and what it derives in the log", func() bool {
 		return j.count("append update assignments/of-a1") > 0
@@ -181,9 +187,7 @@ func TestPollAppliesBeforeAppending(t *testing.T) {
 	f := runFeed(t, standalone{}, redistier.New(nil, redistier.Options{}), cache,
 		feed.Options{Log: journalLog{j}, Poller: p, PollEvery: time.Millisecond})
 	testkit.Eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
-	cache.mu.Lock()
-	cache.fails = 2
-	cache.mu.Unlock()
+	cache.failNext(2)
 	p.add(sources.Stamp{ID: "d1", Updated: t0.Add(time.Second), Version: "1"})
 	testkit.Eventually(t, "the write in the log", func() bool { return j.count("append update desks/d1") > 0 })
 	if c := j.appendedBeforeApplied(); c != "" {
@@ -276,22 +280,8 @@ func (g *gatedDeriver) befores(id string) []*sources.Doc {
 // A history lost is flushed in the cache, then in the log; a flush the
 // cache did not take is tried again, never appended first.
 func TestHistoryLostFlushRetried(t *testing.T) {
-	srv := mongotest.Start(t, nil)
-	srv.EnableChangeStreams()
-	rs := realserver.StartRedis(t, 0)
-	store, shared := storeAndTier(t, srv, rs.URL())
-	j := &journal{}
-	cache := &flakyCache{j: j}
-	f := runFeed(t, store, shared, cache, feed.Options{Log: journalLog{j}})
-	testkit.Eventually(t, "watching", func() bool { return f.Status() == feed.StatusWatching })
-	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
-		t.Fatal(err)
-	}
-	srv.Change("desks", "update", "d0") // a token to resume from
-	testkit.Eventually(t, "the first change in the log", func() bool { return j.count("append update desks/d0") > 0 })
-	cache.mu.Lock()
-	cache.fails = 1
-	cache.mu.Unlock()
+	srv, j, cache := watchingFeed(t, nil)
+	cache.failNext(1)
 	srv.TruncateChanges()
 	testkit.Eventually(t, "the flush in the log", func() bool { return j.count("append flush archive/") > 0 })
 	if c := j.appendedBeforeApplied(); c != "" {

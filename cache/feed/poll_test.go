@@ -45,9 +45,12 @@ func (l *logRecorder) got() []string {
 	return slices.Clone(l.entries)
 }
 
-func (l *logRecorder) count(entry string) int {
+func (l *logRecorder) count(entry string) int { return countOf(l.got(), entry) }
+
+// countOf is how many of entries are entry.
+func countOf(entries []string, entry string) int {
 	n := 0
-	for _, e := range l.got() {
+	for _, e := range entries {
 		if e == entry {
 			n++
 		}

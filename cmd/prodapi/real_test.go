@@ -125,6 +125,29 @@ func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 	t.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
 }
 
+// awaitEntry long-polls /changes from *since (which it moves) until an
+// entry "op resource/id" comes, and returns when it came.
+func awaitEntry(t *testing.T, in *instance, auth string, since *string, entry string) time.Time {
+	t.Helper()
+	var arrived time.Time
+	eventually(t, entry+" in /changes", func() bool {
+		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(*since), auth)
+		var p changesPage
+		if json.Unmarshal(body, &p) != nil {
+			return false
+		}
+		*since = p.Meta.Since
+		for _, e := range p.Items {
+			if e.Op+" "+e.Resource+"/"+e.DocID == entry {
+				arrived = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	return arrived
+}
+
 // TestRealPollFallback: over FerretDB, which has no change streams, the
 // feed's holder polls _updated, and reconciles the ids for deletions
 // (every 300ms here). /readyz says how late deletions may be; a desk
@@ -204,22 +227,7 @@ func TestRealPollFallback(t *testing.T) {
 		t.Fatalf("updating the desk: %v %+v", err, res)
 	}
 	since := page.Meta.Since
-	var arrived time.Time
-	eventually(t, "the update in /changes", func() bool {
-		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(since), auth)
-		var p changesPage
-		if json.Unmarshal(body, &p) != nil {
-			return false
-		}
-		since = p.Meta.Since
-		for _, e := range p.Items {
-			if e.Resource == "desks" && e.DocID == id && e.Op == "update" {
-				arrived = time.Now()
-				return true
-			}
-		}
-		return false
-	})
+	arrived := awaitEntry(t, in, auth, &since, "update desks/"+id)
 	t.Logf("from the write to its entry in /changes: %s (PRODAPI_FEED_POLL=100ms)", arrived.Sub(written).Round(time.Millisecond))
 	// What a poll costs, per collection (the sample's sizes, no index on
 	// _updated): the mean time of its query.
@@ -252,21 +260,7 @@ func TestRealPollFallback(t *testing.T) {
 		bson.D{{Key: "_id", Value: oid}}); err != nil || res.DeletedCount != 1 {
 		t.Fatalf("deleting the desk: %v %+v", err, res)
 	}
-	eventually(t, "the deletion in /changes", func() bool {
-		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(since), auth)
-		var p changesPage
-		if json.Unmarshal(body, &p) != nil {
-			return false
-		}
-		since = p.Meta.Since
-		for _, e := range p.Items {
-			if e.Resource == "desks" && e.DocID == id && e.Op == "delete" {
-				arrived = time.Now()
-				return true
-			}
-		}
-		return false
-	})
+	arrived = awaitEntry(t, in, auth, &since, "delete desks/"+id)
 	t.Logf("from the deletion to its entry in /changes: %s (PRODAPI_FEED_RECONCILE=300ms)", arrived.Sub(deleted).Round(time.Millisecond))
 	if status, _, body := in.get(t, desk, auth); status != 404 {
 		t.Errorf("the deleted desk, after its entry: %d %.200s", status, body)
