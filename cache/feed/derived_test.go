@@ -187,6 +187,7 @@ func TestPollAppliesBeforeAppending(t *testing.T) {
 	f := runFeed(t, standalone{}, redistier.New(nil, redistier.Options{}), cache,
 		feed.Options{Log: journalLog{j}, Poller: p, PollEvery: time.Millisecond})
 	testkit.Eventually(t, "polling", func() bool { return f.Status() == feed.StatusPolling })
+	p.pastFirstRound(t)
 	cache.failNext(2)
 	p.add(sources.Stamp{ID: "d1", Updated: t0.Add(time.Second), Version: "1"})
 	testkit.Eventually(t, "the write in the log", func() bool { return j.count("append update desks/d1") > 0 })

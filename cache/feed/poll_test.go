@@ -236,6 +236,14 @@ func (p *deskStamps) calls() int {
 	return p.polls
 }
 
+// pastFirstRound waits for two more rounds of polls: the first, which
+// takes what is there as its start, is over by then.
+func (p *deskStamps) pastFirstRound(t *testing.T) {
+	t.Helper()
+	start := p.calls()
+	testkit.Eventually(t, "two rounds of polls", func() bool { return p.calls() >= start+2*len(sources.Collections) })
+}
+
 func (p *deskStamps) add(stamps ...sources.Stamp) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
