@@ -133,6 +133,10 @@ type Config struct {
 	// _updated where the database has no change streams
 	// (PRODAPI_FEED_POLL).
 	FeedPoll time.Duration
+	// FeedReconcile is how often, while it polls, the feed's holder walks
+	// each collection's ids to find what was deleted
+	// (PRODAPI_FEED_RECONCILE).
+	FeedReconcile time.Duration
 
 	Tracing Tracing
 
@@ -305,6 +309,7 @@ const (
 	defaultChangesWriteTimeout = 10 * time.Second
 	defaultChangesRetain       = 24 * time.Hour
 	defaultFeedPoll            = time.Second
+	defaultFeedReconcile       = 10 * time.Minute
 )
 
 // DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
@@ -398,6 +403,7 @@ func LoadFrom(e Env) (Config, error) {
 		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
 		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
 		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
+		FeedReconcile:         p.duration("PRODAPI_FEED_RECONCILE", defaultFeedReconcile),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
@@ -457,6 +463,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.FeedPoll < 10*time.Millisecond {
 		p.errorf("PRODAPI_FEED_POLL %s must be at least 10ms: each poll queries every collection", c.FeedPoll)
+	}
+	if c.FeedReconcile < 100*time.Millisecond {
+		p.errorf("PRODAPI_FEED_RECONCILE %s must be at least 100ms: each round reads every collection's ids", c.FeedReconcile)
 	}
 	if c.AuthLeeway > time.Minute {
 		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)

@@ -28,7 +28,9 @@ type LocalOptions struct {
 	// before the queue keeps only each document's newest; 0 means
 	// DefaultMaxQueue.
 	MaxQueue int
-	Logger   *slog.Logger // nil: discard
+	// Derive, when set, adds to each change the changes it derives.
+	Derive Deriver
+	Logger *slog.Logger // nil: discard
 }
 
 // DefaultMaxQueue is how many changes wait behind a failing append
@@ -39,16 +41,22 @@ const DefaultMaxQueue = 10000
 // replica runs, and needs no lease, since the log keeps one entry per
 // document version whichever replica appends it first. Each report is
 // applied to the cache at once, then queued for the log, which gets it
-// at least once and in order:
+// at least once and in order, with what it derives:
 //
-//   - An append that fails is tried again, with the same changes first,
+//   - Queued changes are taken in order: what they derive is queued
+//     after them (LocalOptions.Derive), what the cache did not take (an
+//     invalidation that did not reach Redis, a derived change) is
+//     applied, and only then are they appended.
+//   - A step that fails is tried again, with the same changes first,
 //     after a pause (Pause, doubling to MaxPause), until it succeeds or
-//     ctx ends: nothing reported after it is appended before it.
+//     ctx ends: nothing reported after it is appended before it, and
+//     nothing is appended before the cache took it.
 //   - Meanwhile the watcher goes on: its reports are applied to the
 //     cache and queued behind the failed one. Past MaxQueue changes the
 //     queue keeps only the newest change of each document, in the order
-//     of those newest changes, so it holds at most one change per
-//     document, however long the outage.
+//     of those newest changes (with the document as it was before the
+//     first of them, for what they derive), so it holds at most one
+//     change per document, however long the outage.
 //   - An outage is logged once, when it begins, and once when the log
 //     takes appends again; the log counts each failed append
 //     (prodapi_changes_append_errors_total).
@@ -62,10 +70,19 @@ type Local struct {
 	wake chan struct{} // one pending signal: the queue grew or ended
 
 	mu        sync.Mutex
-	queue     []sources.Change
+	queue     []pending
 	limit     int  // the queue is coalesced when it grows past this
 	coalesced int  // changes the queue dropped for newer ones, this outage
 	ended     bool // the watcher returned: Run ends once the queue is empty
+}
+
+// A pending change waits in the queue: applied once the cache took it,
+// derived once what it derives is queued after it (or when it was
+// derived itself).
+type pending struct {
+	ch      sources.Change
+	applied bool
+	derived bool
 }
 
 // NewLocal returns a feed that runs w, applies its changes to apply and
@@ -112,11 +129,15 @@ func (l *Local) report(ctx context.Context, changes []sources.Change) {
 	if len(changes) == 0 {
 		return
 	}
-	if err := l.apply.Apply(ctx, changes); err != nil {
-		l.l.Warn("change feed: invalidation incomplete", "changes", len(changes), "error", err)
+	err := l.apply.Apply(ctx, changes)
+	if err != nil {
+		// Applied again before they are appended.
+		l.l.Debug("change feed: invalidation incomplete", "changes", len(changes), "error", err)
 	}
 	l.mu.Lock()
-	l.queue = append(l.queue, changes...)
+	for _, ch := range changes {
+		l.queue = append(l.queue, pending{ch: ch, applied: err == nil, derived: l.opts.Derive == nil})
+	}
 	l.bound()
 	l.mu.Unlock()
 	l.signal()
@@ -143,26 +164,38 @@ func (l *Local) bound() {
 }
 
 // coalesce keeps the newest change of each document (of each
-// collection, for a flush), in the order of those newest changes.
-func coalesce(changes []sources.Change) []sources.Change {
+// collection, for a flush), in the order of those newest changes. One
+// that stands for changes not derived yet is derived with the document
+// as it was before the first of them.
+func coalesce(queue []pending) []pending {
 	type doc struct{ collection, id string }
-	newest := make(map[doc]int, len(changes))
-	for i, ch := range changes {
-		newest[doc{ch.Collection, ch.ID}] = i
-	}
-	out := changes[:0]
-	for i, ch := range changes {
-		if newest[doc{ch.Collection, ch.ID}] == i {
-			out = append(out, ch)
+	newest := make(map[doc]int, len(queue))
+	before := map[doc]*sources.Doc{} // of the first change not derived yet, by document
+	underived := map[doc]bool{}
+	for i, p := range queue {
+		k := doc{p.ch.Collection, p.ch.ID}
+		newest[k] = i
+		if !p.derived && !underived[k] {
+			underived[k], before[k] = true, p.ch.Before
 		}
 	}
-	clear(changes[len(out):])
+	out := make([]pending, 0, len(newest))
+	for i, p := range queue {
+		k := doc{p.ch.Collection, p.ch.ID}
+		if newest[k] != i {
+			continue
+		}
+		if underived[k] {
+			p.derived, p.ch.Before = false, before[k]
+		}
+		out = append(out, p)
+	}
 	return out
 }
 
 // take waits for queued changes and takes them all; false once ctx has
 // ended, or the watcher has and the queue is empty.
-func (l *Local) take(ctx context.Context) ([]sources.Change, bool) {
+func (l *Local) take(ctx context.Context) ([]pending, bool) {
 	for {
 		l.mu.Lock()
 		batch, ended := l.queue, l.ended
@@ -184,11 +217,58 @@ func (l *Local) take(ctx context.Context) ([]sources.Change, bool) {
 
 // putBack returns a batch that failed to the head of the queue, before
 // what was reported meanwhile.
-func (l *Local) putBack(batch []sources.Change) {
+func (l *Local) putBack(batch []pending) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.queue = append(batch, l.queue...)
 	l.bound()
+}
+
+// process derives what batch derives, applies what the cache has not
+// taken, then appends it all. On failure it returns the batch as far as
+// it got, for the next try, and names the step that failed.
+func (l *Local) process(ctx context.Context, batch []pending) (_ []pending, step string, err error) {
+	if l.opts.Derive != nil {
+		out := make([]pending, 0, len(batch))
+		for i, p := range batch {
+			if p.derived {
+				out = append(out, p)
+				continue
+			}
+			all, err := derive(ctx, l.opts.Derive, []sources.Change{p.ch})
+			if err != nil {
+				return append(out, batch[i:]...), "deriving what the changes obsolete", err
+			}
+			p.derived = true
+			out = append(out, p)
+			for _, d := range all[1:] {
+				out = append(out, pending{ch: d, derived: true})
+			}
+		}
+		batch = out
+	}
+	var todo []sources.Change
+	for _, p := range batch {
+		if !p.applied {
+			todo = append(todo, p.ch)
+		}
+	}
+	if len(todo) > 0 {
+		if err := l.apply.Apply(ctx, todo); err != nil {
+			return batch, "invalidating the cache", err
+		}
+		for i := range batch {
+			batch[i].applied = true
+		}
+	}
+	changes := make([]sources.Change, len(batch))
+	for i, p := range batch {
+		changes[i] = p.ch
+	}
+	if err := l.log.Append(ctx, l.opts.Source, changes); err != nil {
+		return batch, "appending to the change log", err
+	}
+	return batch, "", nil
 }
 
 // appendQueued appends what is queued, in order, retrying a failed
@@ -203,7 +283,7 @@ func (l *Local) appendQueued(ctx context.Context) {
 		if !ok {
 			break
 		}
-		err := l.log.Append(ctx, l.opts.Source, batch)
+		batch, step, err := l.process(ctx, batch)
 		if err == nil {
 			if !down.IsZero() {
 				l.mu.Lock()
@@ -222,10 +302,10 @@ func (l *Local) appendQueued(ctx context.Context) {
 		}
 		if down.IsZero() {
 			down = time.Now()
-			l.l.Warn("change feed: appending to the change log failed; retrying, with later changes queued behind",
+			l.l.Warn("change feed: "+step+" failed; retrying, with later changes queued behind",
 				"source", l.opts.Source, "changes", len(batch), "error", err)
 		} else {
-			l.l.Debug("change feed: appending to the change log failed again", "source", l.opts.Source, "error", err)
+			l.l.Debug("change feed: "+step+" failed again", "source", l.opts.Source, "error", err)
 		}
 		retries++
 		if !sleep(ctx, pause) {

@@ -28,6 +28,8 @@
 //	prodapi:v1:{changes}:feed:<name>:token  its resume token (Token, SaveToken)
 //	prodapi:v1:{changes}:...          the change log's stream (stream.go)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
+//	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
+//	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
 //
 // # A request's budget
 //

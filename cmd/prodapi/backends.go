@@ -49,8 +49,10 @@ type backends struct {
 	// replica of the fleet watches (package feed).
 	stream feed.Source
 	// poller, when set, stands in for stream where the database has no
-	// change streams.
+	// change streams, and ids walks the collections' ids to find what
+	// the poll cannot: deletions.
 	poller feed.Poller
+	ids    feed.IDLister
 
 	// The platform's adapters, for `prodapi check`; nil on the sandbox
 	// (and media, without object storage).
@@ -113,7 +115,7 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 		{Name: "mongo", Critical: true, Probe: docs.Ping},
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
-	b.stream, b.poller = docs, docs
+	b.stream, b.poller, b.ids = docs, docs, docs
 	b.mongo, b.elastic = docs, search
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),

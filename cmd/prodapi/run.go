@@ -282,7 +282,8 @@ func (s *service) openCache(ctx context.Context) error {
 	}
 	// While the database's change stream runs, entries are obsoleted as
 	// their documents change: they may live long (config.Cache.FeedTTL).
-	// A poll does not see deletions: the TTLs stay.
+	// A poll sees deletions only when it reconciles the ids
+	// (PRODAPI_FEED_RECONCILE): the TTLs stay.
 	var running atomic.Pointer[feed.Feed]
 	ttl := func(resource string, detail bool) time.Duration {
 		if f := running.Load(); f != nil && streamed(f) {
@@ -365,31 +366,45 @@ func (a replicaApplier) ApplyEntries(ctx context.Context, entries []sources.LogE
 // latter's, nil without a database.
 func (s *service) openFeeds() *feed.Feed {
 	s.checks = s.b.checks
+	// Each change brings the changes of the documents whose answers
+	// embed it. What a document linked to at its last change is kept
+	// where every replica reads it: in Redis, or in memory without it.
+	var refs enrich.RefStore
+	var known feed.KnownIDs
+	if s.tier.Enabled() {
+		refs, known = s.tier, s.tier
+	}
+	derive := enrich.NewDeriver(s.b.store, enrich.DeriveOptions{Refs: refs, Logger: s.logger})
 	if s.b.watcher != nil {
 		// Every replica watches the sandbox and appends what it saw: the
 		// log keeps the first report of each version.
 		s.feeds = append(s.feeds, feed.NewLocal(s.b.watcher, s.cache, s.changes,
-			feed.LocalOptions{Source: changelog.SourceSandbox, Logger: s.logger}))
+			feed.LocalOptions{Source: changelog.SourceSandbox, Derive: derive, Logger: s.logger}))
 	}
 	if s.b.stream == nil {
 		return nil
 	}
 	f := feed.New(s.b.stream, s.tier, s.cache, feed.Options{
-		Unsupported: func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
-		HistoryLost: func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
-		Log:         s.changes,
-		Poller:      s.b.poller,
-		PollEvery:   s.cfg.FeedPoll,
-		Metrics:     s.registry,
-		Logger:      s.logger,
+		Unsupported:    func(err error) bool { return errors.Is(err, mongosrc.ErrNoChangeStreams) },
+		HistoryLost:    func(err error) bool { return errors.Is(err, mongosrc.ErrHistoryLost) },
+		Log:            s.changes,
+		Derive:         derive,
+		Poller:         s.b.poller,
+		PollEvery:      s.cfg.FeedPoll,
+		IDs:            s.b.ids,
+		Known:          known,
+		ReconcileEvery: s.cfg.FeedReconcile,
+		Metrics:        s.registry,
+		Logger:         s.logger,
 	})
 	s.feeds = append(s.feeds, f)
-	s.checks = append(slices.Clone(s.checks), feedCheck(f))
+	s.checks = append(slices.Clone(s.checks), feedCheck(f, noteFeedPolls(s.cfg)))
 	return f
 }
 
-// feedCheck is /readyz's check of the fleet's feed.
-func feedCheck(f *feed.Feed) server.Check {
+// feedCheck is /readyz's check of the fleet's feed, with the note it
+// gives while the feed polls.
+func feedCheck(f *feed.Feed, polls string) server.Check {
 	return server.Check{Name: "change_feed", Probe: func(context.Context) error {
 		switch f.Status() {
 		case feed.StatusUnsupported:
@@ -400,7 +415,7 @@ func feedCheck(f *feed.Feed) server.Check {
 		return nil
 	}, Note: func() string {
 		if f.Mode() == feed.ModePoll {
-			return noteFeedPolls
+			return polls
 		}
 		return ""
 	}}
@@ -593,7 +608,11 @@ func (s *service) close() {
 }
 
 // noteFeedPolls is /readyz's note while the fleet's feed polls.
-const noteFeedPolls = "the database has no change streams: the feed polls _updated, so updates and insertions reach the cache and /changes, deletions do not"
+func noteFeedPolls(cfg config.Config) string {
+	return fmt.Sprintf("the database has no change streams: the feed polls _updated every %s for updates and insertions, "+
+		"and walks every collection's ids every %s for deletions, which reach the cache and /changes up to that late",
+		config.Duration(cfg.FeedPoll), config.Duration(cfg.FeedReconcile))
+}
 
 // streamed reports whether the fleet's feed follows a change stream,
 // which obsoletes entries as their documents change, deletions too.

@@ -250,7 +250,8 @@ func isCollectionFile(name string) bool {
 
 // Reload reads the directory again and, when it loads, serves it from
 // now on and returns the documents that changed: inserted, updated
-// (compared by their JSON) or deleted, by collection and _id.
+// (compared by their JSON) or deleted, by collection and _id, each
+// updated or deleted one with the document it was (Change.Before).
 func (l *Live) Reload() ([]sources.Change, error) {
 	next, err := Load(os.DirFS(l.dir), l.opts)
 	if err != nil {
@@ -276,12 +277,12 @@ func diff(prev, next *Store, at time.Time) []sources.Change {
 			case !ok:
 				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: versionOf(now)})
 			case !bytes.Equal(codec.AppendJSON(nil, o), now):
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: versionOf(now)})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: versionOf(now), Before: o})
 			}
 		}
-		for k := range old {
+		for k, o := range old {
 			if _, ok := cur[k]; !ok {
-				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion})
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion, Before: o})
 			}
 		}
 	}
