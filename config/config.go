@@ -120,6 +120,10 @@ type Config struct {
 	// _updated where the database has no change streams
 	// (PRODAPI_FEED_POLL).
 	FeedPoll time.Duration
+	// MinPositionWait is the longest a list or detail request with
+	// min_position waits for this replica to apply the change log up to
+	// it, before a 503 (PRODAPI_MIN_POSITION_WAIT).
+	MinPositionWait time.Duration
 
 	Tracing Tracing
 
@@ -292,6 +296,7 @@ const (
 	defaultChangesWriteTimeout = 10 * time.Second
 	defaultChangesRetain       = 24 * time.Hour
 	defaultFeedPoll            = time.Second
+	defaultMinPositionWait     = 2 * time.Second
 )
 
 // MinSecretLength is the length under which a shared secret draws a
@@ -372,6 +377,7 @@ func LoadFrom(e Env) (Config, error) {
 		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
 		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
 		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
+		MinPositionWait:       p.duration("PRODAPI_MIN_POSITION_WAIT", defaultMinPositionWait),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
@@ -421,6 +427,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.ChangesWriteTimeout <= 0 {
 		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
+	}
+	if c.MinPositionWait <= 0 || c.MinPositionWait > time.Minute {
+		p.errorf("PRODAPI_MIN_POSITION_WAIT %s must be above 0 and at most 1m: a request with min_position waits it at most", c.MinPositionWait)
 	}
 	if c.ChangesRetain < time.Minute {
 		p.errorf("PRODAPI_CHANGES_RETAIN %s must be at least 1m: a client resumes within it", c.ChangesRetain)

@@ -58,6 +58,7 @@ func TestDefaults(t *testing.T) {
 		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
+		{"MinPositionWait", c.MinPositionWait, 2 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -153,7 +154,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
-		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms",
+		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_MIN_POSITION_WAIT", "0s",
 	))
 	if err == nil {
 		t.Fatal("no error")
@@ -161,7 +162,8 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL"} {
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL",
+		"PRODAPI_MIN_POSITION_WAIT"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}

@@ -108,6 +108,7 @@ var settings = []Setting{
 	{Name: "PRODAPI_CHANGES_MAX_STREAMS", Help: "/changes event streams open at once; beyond, a new one is refused (503); each holds a connection of PRODAPI_MAX_CONNS", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxStreams) }},
 	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes token older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
 	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates only: deletions are not seen)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
+	{Name: "PRODAPI_MIN_POSITION_WAIT", Help: "the longest a list or detail request with min_position waits for this replica to apply the change log up to that position (and a /changes page with include=doc for its entries); then 503 with Retry-After", Value: func(c Config) string { return Duration(c.MinPositionWait) }},
 	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 
