@@ -12,6 +12,7 @@ import (
 // bytes of JSON, documents included, as max_results bounds its entries:
 // an answer holds fewer entries rather than more bytes, and resumes
 // after the last it holds. One entry always goes, whatever its size.
+// (pretty indents a page past it: the bound is the compact page's.)
 const maxPageBytes = 4 << 20
 
 // pageReserve is what a page's envelope (_links, _meta: two positions

@@ -39,11 +39,12 @@ func (f *Feed) AtLeast(ctx context.Context, pos string, search bool) (storedAfte
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	leave, err := f.waiters.join(cancel, false)
-	if err != nil {
-		return time.Time{}, notApplied(msgNotApplied, err)
+	if leave, err := f.waiters.join(cancel, false); err != nil {
+		// The server drains: no wait, but what is applied already answers.
+		cancel(err)
+	} else {
+		defer leave()
 	}
-	defer leave()
 	start := f.opts.Now()
 	stop := f.opts.AfterFunc(f.opts.MinPositionWait, func() { cancel(errNotApplied) })
 	err = f.waitErr(ctx, f.log.WaitApplied(ctx, tok), "min_position", msgNotApplied)

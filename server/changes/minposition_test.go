@@ -195,3 +195,20 @@ func TestMinPositionSearchLag(t *testing.T) {
 		t.Errorf("a detail: %d %s", res.status, res.body)
 	}
 }
+
+// While the server drains, min_position waits no more: a position this
+// replica has applied answers, one it has not is a 503 at once.
+func TestMinPositionWhileDraining(t *testing.T) {
+	cs, _, _ := newVersionsServer(t)
+	desks := token(t, sources.ScopeDesks)
+	applied := cs.pos(cs.log.Append("desks", "d1", sources.OpUpdate, changeAt))
+	cs.log.Hold()
+	pending := cs.pos(cs.log.Append("desks", "d1", sources.OpUpdate, changeAt))
+	cs.srv.EndStreams()
+	if res := cs.do(t, "GET", "/prodapi/v1/desks/d1?min_position="+applied, "Authorization", desks); res.status != 200 {
+		t.Errorf("applied: %d %s", res.status, res.body)
+	}
+	if res := cs.do(t, "GET", "/prodapi/v1/desks/d1?min_position="+pending, "Authorization", desks); res.status != 503 {
+		t.Errorf("not applied: %d %s", res.status, res.body)
+	}
+}
