@@ -4,7 +4,8 @@
 // Renderer) produces, and every error a handler returns (errors.go, in
 // the envelope server/httperr writes). It mounts /changes, whose answers
 // are server/changes's, behind the same routes, middleware and token
-// checks. It never imports a backend driver or adapter.
+// checks, and has the feed wait before a list or detail that names
+// min_position (feed.go). It never imports a backend driver or adapter.
 package server
 
 import (

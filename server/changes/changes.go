@@ -235,7 +235,8 @@ type DocRef struct {
 
 // Serve answers a /changes request of c: scopes (403), then parameters
 // (400), then the resources asked for against the scopes (403), then the
-// log. Nothing refused reaches the log. The error it returns is the
+// position (410), then the log (410, 503) and, with include=doc, the
+// documents (503, 504). Nothing refused reaches the log. The error it returns is the
 // answer for the server to write; once a stream's answer has begun, it
 // is only why the server ended it, for the access log.
 func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
