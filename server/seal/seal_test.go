@@ -114,3 +114,25 @@ func TestBoxKeepsOnlyKeysThatOpen(t *testing.T) {
 		t.Errorf("%d keys kept, want 1 (its own)", n)
 	}
 }
+
+// A position is sealed per event per stream: what one costs.
+func BenchmarkBox(b *testing.B) {
+	box, err := NewBox(secret, "test v1", 1, 65)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := make([]byte, 65)
+	b.Run("Seal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			box.Seal(plain)
+		}
+	})
+	s, _ := box.Seal(plain)
+	b.Run("Open", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			box.Open(s)
+		}
+	})
+}
