@@ -209,11 +209,11 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 	kb := appendKey(buf[:0], q)
 	now := c.now()
 	r := c.local.getBytes(kb, now)
-	if r != nil && now.Before(r.localUntil) {
+	if r != nil && now.Before(r.localUntil) && serves(q, r.e) {
 		return c.localHit(res, r, now), tierLocal, nil
 	}
 	key := string(kb)
-	if r != nil {
+	if r != nil && q.Fresh == nil {
 		if refreshing, status := c.bg.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.
@@ -229,13 +229,22 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		ctx = c.redis.WithBudget(ctx)
 		pre = c.sharedRead(ctx, key)
 		now = c.now()
-		if e := pre.e; e != nil && e.isFresh(now) {
+		if e := pre.e; e != nil && e.isFresh(now) && serves(q, e) {
 			c.keepLocalUnless(key, e, now, pre.seq)
 			return c.represent(res, e, nil, now, answer{kind: kindHit, tier: tierRedis}), tierRedis, nil
 		}
 	}
 	// The key's flight, whose one request loads.
 	return c.flight(ctx, q, key, fresh, pre)
+}
+
+// serves reports whether e may answer q: any entry that is current
+// answers a query without Freshness; one that names a position of the
+// change log takes none stored before its StoredAfter. (Current: this
+// replica has applied the invalidations up to the position, so what is
+// still in its tier, or current in Redis, is at least as new.)
+func serves(q *sources.Query, e *entry) bool {
+	return q.Fresh == nil || !e.storedAt.Before(q.Fresh.StoredAfter)
 }
 
 // Close cancels background refreshes and waits for them until ctx ends.

@@ -210,6 +210,28 @@
 // a write about a second after MongoDB reports it, and a list loaded in
 // between would keep the old version until its TTL.
 //
+// # Reads at least as new as the change log
+//
+// A query with Freshness (sources.Query.Fresh: a request naming a
+// position of the change log, which the server has waited for this
+// replica to apply, and so every invalidation up to it) is answered as
+// any other but from nothing older than the position: a fresh entry
+// that is current (in process, or in Redis with its generations), never
+// a stale one (neither while a refresh runs nor as the fallback of a
+// failed load: the failure answers), never one stored before
+// Freshness.StoredAfter (a search list loaded before the index showed
+// the change), and never another request's load begun before its own:
+// it joins only the flights of queries with Freshness that came after
+// the same in-process invalidations, and takes no fleet lease (one held
+// by a load begun before the position would be waited for in vain).
+// Freshness is not part of the key: such a load is stored for everyone.
+//
+// LoadMany answers several details at once in the same terms (the
+// documents of a page of /changes, include=doc): the hits from the
+// tiers, the misses loaded together through the Loader's LoadMany when
+// it is a BatchLoader (the renderer: one lookup by ids per resource),
+// each stored under its own key, fenced as a load is.
+//
 // # One load per fleet
 //
 // Replicas sharing Redis that miss the same key send one backend load

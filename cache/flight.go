@@ -49,10 +49,18 @@ type fill struct {
 
 // flight joins the flight of key, where one request at a time fills the
 // key (fill), and answers from what it produced.
+//
+// A query with Freshness (min_position) joins only the flights of others
+// that came after the same in-process invalidations: a load begun before
+// one of them may hold what it invalidated, and is never its answer.
 func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead) (*sources.Representation, string, error) {
 	res := q.Resource.Name
 	leader := false // set inside the flight only when this request runs it
-	ch := c.flights.DoChan(key, func() (v any, err error) {
+	flightKey := key
+	if q.Fresh != nil {
+		flightKey = key + "\x00" + strconv.FormatUint(c.inval.seqNow(), 10)
+	}
+	ch := c.flights.DoChan(flightKey, func() (v any, err error) {
 		leader = true
 		defer func() {
 			if p := recover(); p != nil {
@@ -78,23 +86,29 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		}
 		f := r.Val.(*fill)
 		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
-		a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
-		if f.kind == kindPass {
-			rep := *f.pass
-			a.missing = rep.Missing
-			rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
-			if collapsed {
-				rep.Outcome = OutcomeCollapsed
-			}
-			c.metrics.requests.Inc(res, rep.Outcome)
-			c.countIncomplete(res, &rep)
-			return &rep, f.tier, nil
-		}
-		return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
+		return c.fromFill(res, f, collapsed), f.tier, nil
 	case <-ctx.Done():
 		c.metrics.requests.Inc(res, OutcomeError)
 		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
 	}
+}
+
+// fromFill is the Representation of what a fill produced, for one
+// request (collapsed: answered by another request's load).
+func (c *Cache) fromFill(res string, f *fill, collapsed bool) *sources.Representation {
+	a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
+	if f.kind == kindPass {
+		rep := *f.pass
+		a.missing = rep.Missing
+		rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
+		if collapsed {
+			rep.Outcome = OutcomeCollapsed
+		}
+		c.metrics.requests.Inc(res, rep.Outcome)
+		c.countIncomplete(res, &rep)
+		return &rep
+	}
+	return c.represent(res, f.e, f.raw, c.now(), a)
 }
 
 // fill runs inside the flight of key: it looks in the in-process tier
@@ -105,7 +119,7 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	defer cancel()
 	now := c.now()
 	r := c.local.get(key, now)
-	if r != nil && now.Before(r.localUntil) {
+	if r != nil && now.Before(r.localUntil) && serves(q, r.e) {
 		return &fill{tier: tierLocal, kind: kindHit, e: r.e}, nil
 	}
 	rr := pre
@@ -119,12 +133,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		e, tier = r.e, tierLocal
 	}
 	now = c.now()
-	if e != nil {
+	strict := q.Fresh != nil // min_position: no stale entry, not even as a fallback
+	if e != nil && serves(q, e) {
 		switch {
 		case e.isFresh(now):
 			c.keepLocalUnless(key, e, now, seq)
 			return &fill{tier: tier, kind: kindHit, e: e}, nil
-		case e.isUsable(now):
+		case e.isUsable(now) && !strict:
 			c.keepLocalUnless(key, e, now, seq)
 			// The failure a response reports is one from before it.
 			_, status := c.bg.staleState(key, now)
@@ -136,13 +151,20 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	// load fails.
 	var fallback *entry
 	fallbackTier := tierLocal
-	if r != nil && r.e.isUsable(now) {
+	if r != nil && r.e.isUsable(now) && !strict {
 		fallback = r.e
 	}
-	if obsolete != nil && obsolete.isUsable(now) {
+	if obsolete != nil && obsolete.isUsable(now) && !strict {
 		fallback, fallbackTier = obsolete, tierRedis
 	}
-	other, lease := c.fleet(ctx, key)
+	var other *entry
+	var lease string
+	if !strict {
+		// One load per fleet. Not for Freshness: the lease may be held by
+		// a load begun before the request's position, whose value its
+		// fence keeps out of Redis: the wait would be for nothing.
+		other, lease = c.fleet(ctx, key)
+	}
 	if other != nil {
 		c.local.put(key, other, c.now())
 		return &fill{tier: tierRedis, kind: kindLoaded, e: other, status: other.status, fleet: true}, nil

@@ -137,6 +137,10 @@ type Config struct {
 	// each collection's ids to find what was deleted
 	// (PRODAPI_FEED_RECONCILE).
 	FeedReconcile time.Duration
+	// MinPositionWait is the longest a list or detail request with
+	// min_position waits for this replica to apply the change log up to
+	// it, before a 503 (PRODAPI_MIN_POSITION_WAIT).
+	MinPositionWait time.Duration
 
 	Tracing Tracing
 
@@ -310,6 +314,7 @@ const (
 	defaultChangesRetain       = 24 * time.Hour
 	defaultFeedPoll            = time.Second
 	defaultFeedReconcile       = 10 * time.Minute
+	defaultMinPositionWait     = 2 * time.Second
 )
 
 // DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
@@ -404,6 +409,7 @@ func LoadFrom(e Env) (Config, error) {
 		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
 		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
 		FeedReconcile:         p.duration("PRODAPI_FEED_RECONCILE", defaultFeedReconcile),
+		MinPositionWait:       p.duration("PRODAPI_MIN_POSITION_WAIT", defaultMinPositionWait),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
@@ -457,6 +463,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.ChangesWriteTimeout <= 0 {
 		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
+	}
+	if c.MinPositionWait <= 0 || c.MinPositionWait > time.Minute {
+		p.errorf("PRODAPI_MIN_POSITION_WAIT %s must be above 0 and at most 1m: a request with min_position waits it at most", c.MinPositionWait)
 	}
 	if c.ChangesRetain < time.Minute {
 		p.errorf("PRODAPI_CHANGES_RETAIN %s must be at least 1m: a client resumes within it", c.ChangesRetain)

@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 		{"Issuer", c.Issuer, ""},
 		{"OpsAddr", c.OpsAddr, ":5502"},
 		{"FeedReconcile", c.FeedReconcile, 10 * time.Minute},
+		{"MinPositionWait", c.MinPositionWait, 2 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -173,7 +174,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
-		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_FEED_RECONCILE", "10ms", "PRODAPI_OPS_ADDR", "5502",
+		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_FEED_RECONCILE", "10ms", "PRODAPI_MIN_POSITION_WAIT", "0s", "PRODAPI_OPS_ADDR", "5502",
 		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/33,proxy.example,::ffff:10.0.0.0/104",
 	))
 	if err == nil {
@@ -182,7 +183,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_FEED_RECONCILE", "PRODAPI_OPS_ADDR",
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_FEED_RECONCILE", "PRODAPI_MIN_POSITION_WAIT", "PRODAPI_OPS_ADDR",
 		`PRODAPI_TRUSTED_PROXIES: "10.0.0.0/33"`, `PRODAPI_TRUSTED_PROXIES: "proxy.example"`, `PRODAPI_TRUSTED_PROXIES: "::ffff:10.0.0.0/104"`} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)

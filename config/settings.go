@@ -117,9 +117,10 @@ var settings = []Setting{
 	{Name: "OTEL_SDK_DISABLED", Help: "true turns tracing off whatever else is set", Value: func(c Config) string { return strconv.FormatBool(c.Tracing.Disabled) }},
 	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
 	{Name: "PRODAPI_CHANGES_MAX_STREAMS", Help: "/changes event streams open at once; beyond, a new one is refused (503); each holds a connection of PRODAPI_MAX_CONNS", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxStreams) }},
-	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes token older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
+	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes position older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
 	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates and insertions; PRODAPI_FEED_RECONCILE finds deletions)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
 	{Name: "PRODAPI_FEED_RECONCILE", Help: "while the feed polls, how often its holder walks each collection's ids (the _id index, pages of 1000) against those it knew: each id gone is a deletion, in the cache and /changes", Value: func(c Config) string { return Duration(c.FeedReconcile) }},
+	{Name: "PRODAPI_MIN_POSITION_WAIT", Help: "the longest a list or detail request with min_position waits for this replica to apply the change log up to that position (and a /changes page with include=doc for its entries); then 503 with Retry-After", Value: func(c Config) string { return Duration(c.MinPositionWait) }},
 	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 

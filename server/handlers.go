@@ -26,17 +26,14 @@ func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getList answers /<resource>: auth, then parameters, then the loader.
+// getList answers /<resource>: auth, then parameters, then min_position,
+// then the loader.
 func (s *Server) getList(res *sources.Resource) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
-		q, err := s.queries.parse(res, "", r.URL.RawQuery)
-		if err != nil {
-			return err
-		}
-		return s.serve(w, r, q)
+		return s.query(w, r, res, "")
 	}
 }
 
@@ -56,12 +53,29 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
-		q, err := s.queries.parse(res, id, r.URL.RawQuery)
-		if err != nil {
+		return s.query(w, r, res, id)
+	}
+}
+
+// query answers a list (id "") or a detail of res whose token was
+// checked: its parameters (400), then, when min_position names a
+// position of the change log, the wait for this replica to apply it
+// (400, 410, 503), then the loader.
+func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Resource, id string) error {
+	raw, pos, fresh, err := cutMinPosition(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	q, err := s.queries.parse(res, id, raw)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		if q, err = s.atLeast(r.Context(), q, pos); err != nil {
 			return err
 		}
-		return s.serve(w, r, q)
 	}
+	return s.serve(w, r, q)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {

@@ -191,10 +191,15 @@ func (r *oaExampleRun) samples() {
 // made it alone: the document's are illustrations, and the convergence of
 // the log's positions will bring examples a fresh log takes.
 var oaUnrequested = map[string]string{
-	"parameters/ChangesSince examples/token": "a change-log position (since): another log's, a 400 on this one",
-	"parameters/LastEventId example":         "a change-log position (Last-Event-ID): another log's, a 400 on this one",
-	"examples/ChangesPage":                   "answers a since position of another log",
-	"examples/ChangesCaughtUp":               "answers a since position of another log",
+	// Positions are sealed under the server's secret: an example shows
+	// their shape, never a literal that works. TestOpenAPIChangesExamples
+	// sends each one and holds it to a 410 (the right shape), never a 400.
+	"parameters/ChangesSince examples/position": "a change-log position (since): sealed under another secret, a 410 here",
+	"parameters/LastEventId example":            "a change-log position (Last-Event-ID): sealed under another secret, a 410 here",
+	"parameters/MinPosition example":            "a change-log position (min_position): sealed under another secret, a 410 here",
+	"examples/ChangesPage":                      "answers a since position sealed under another secret",
+	"examples/ChangesCaughtUp":                  "answers a since position sealed under another secret",
+	"examples/ChangesPageWithDocs":              "answers a since position sealed under another secret",
 }
 
 // An oaParam is one of an operation's parameters, dereferenced.

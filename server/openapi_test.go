@@ -828,7 +828,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 // query.Parse (400), the renderer (404 for a missing detail), errorOf
 // (500, 503, 504), conditional requests (304), and for media
 // http.ServeContent (206, 416) and object storage (302), and for /changes
-// the change log (410; 503 when it fails or streams are full). 405 is answered
+// the change log (410; 503 when it fails or streams are full; 504 when a
+// document of include=doc times out), and on lists and details its
+// positions (min_position: 410, 503). 405 is answered
 // on every path for every other method, described once as a component.
 func TestOpenAPIStatuses(t *testing.T) {
 	d := loadOpenAPI(t)
@@ -836,11 +838,11 @@ func TestOpenAPIStatuses(t *testing.T) {
 		"getHome":    {"200", "304", "401", "414", "500"},
 		"getAsset":   {"200", "206", "302", "304", "401", "403", "404", "414", "416", "500", "503", "504"},
 		"getOpenAPI": {"200", "304", "414"},
-		"getChanges": {"200", "400", "401", "403", "410", "414", "500", "503"},
+		"getChanges": {"200", "400", "401", "403", "410", "414", "500", "503", "504"},
 	}
 	for _, r := range oaResources {
-		want[r.list] = []string{"200", "304", "400", "401", "403", "414", "500", "503", "504"}
-		want[r.get] = []string{"200", "304", "400", "401", "403", "404", "414", "500", "503", "504"}
+		want[r.list] = []string{"200", "304", "400", "401", "403", "410", "414", "500", "503", "504"}
+		want[r.get] = []string{"200", "304", "400", "401", "403", "404", "410", "414", "500", "503", "504"}
 	}
 	for _, o := range d.operations() {
 		got := sortedKeys(mapAt(o.op, "responses"))
@@ -912,10 +914,12 @@ func newOAServerLog(t *testing.T, failure error, log changes.Log) *httptest.Serv
 		load = c
 	}
 	srv := server.New(load, server.Options{
-		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
-		Assets:  oaAssets{store: store, err: failure},
-		Now:     oaNow,
-		Changes: changes.New(log, changes.Options{}),
+		Auth:   server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
+		Assets: oaAssets{store: store, err: failure},
+		Now:    oaNow,
+		// The lists of search resources with min_position wait out the
+		// search lag: a millisecond here.
+		Changes: changes.New(log, changes.Options{SearchLag: time.Millisecond}),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -1242,6 +1246,8 @@ func TestOpenAPIResponses(t *testing.T) {
 		expect(do(r.name+" list, no token", "GET", base), 401)
 		expect(do(r.name+" list, other scope", "GET", base, "Authorization", other), 403)
 		expect(do(r.name+" list, 414", "GET", base+long, "Authorization", all), 414)
+		expect(do(r.name+" list, min_position", "GET", base+"?"+oaQuery("min_position", oaPosition(t, ts.URL, all)), "Authorization", all), 200)
+		expect(do(r.name+" list, foreign min_position", "GET", base+"?"+oaQuery("min_position", oaForeignPosition), "Authorization", all), 410)
 		expect(do(r.name+" list, POST", "POST", base, "Authorization", all), 405)
 
 		ids := append([]string{env.Items[0].ID, env.Items[1].ID}, r.details...)
@@ -1257,6 +1263,8 @@ func TestOpenAPIResponses(t *testing.T) {
 				expect(do(r.name+" detail, no token", "GET", target), 401)
 				expect(do(r.name+" detail, other scope", "GET", target, "Authorization", other), 403)
 				expect(do(r.name+" detail, 414", "GET", target+long, "Authorization", all), 414)
+				expect(do(r.name+" detail, min_position", "GET", target+"?"+oaQuery("min_position", oaPosition(t, ts.URL, all)), "Authorization", all), 200)
+				expect(do(r.name+" detail, foreign min_position", "GET", target+"?"+oaQuery("min_position", oaForeignPosition), "Authorization", all), 410)
 				expect(do(r.name+" detail, DELETE", "DELETE", target, "Authorization", all), 405)
 			}
 		}

@@ -4,9 +4,10 @@
 // Renderer) produces, and every error a handler returns (errors.go, in
 // the envelope server/httperr writes). It mounts /changes, whose answers
 // are server/changes's, behind the same routes, middleware and token
-// checks. The probes (/healthz, /readyz) and /metrics are not the API's:
-// OpsHandler serves them, for a listener of their own. It never imports a
-// backend driver or adapter.
+// checks, and has the feed wait before a list or detail that names
+// min_position (feed.go). The probes (/healthz, /readyz) and /metrics are
+// not the API's: OpsHandler serves them, for a listener of their own. It
+// never imports a backend driver or adapter.
 package server
 
 import (

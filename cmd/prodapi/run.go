@@ -446,7 +446,9 @@ func (s *service) openServer() {
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
 		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
-			WriteTimeout: cfg.ChangesWriteTimeout, Metrics: registry}),
+			WriteTimeout: cfg.ChangesWriteTimeout, Metrics: registry,
+			// Positions are sealed as cursors are, under a label of their own.
+			Secret: cursorKey, MinPositionWait: cfg.MinPositionWait}),
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 	})

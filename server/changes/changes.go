@@ -1,21 +1,41 @@
 // Package changes is the HTTP side of the fleet's change feed: /changes,
 // served from the change log (a Log; package cache/changelog keeps it)
 // as JSON pages, long polls (wait=) and Server-Sent Events, with its
-// options, the waiters that End ends at once, and its metrics.
-// Package server mounts it (Feed.Serve) behind its routes, middleware
-// and authentication, and writes the errors it returns: the feed writes
-// no error envelope but the one a stream's last event carries.
+// options, the waiters that End ends at once, and its metrics; and the
+// wait of a list or detail request that names a position of the log
+// (min_position, Feed.AtLeast). Package server mounts it (Feed.Serve)
+// behind its routes, middleware and authentication, and writes the
+// errors it returns: the feed writes no error envelope but the one a
+// stream's last event carries.
 //
 // An answer, by what the request asks:
 //
-//	JSON        the entries after since, at most max_results, with the
-//	            position to resume from (_meta.since, _links.next)
+//	JSON        the entries after since, at most max_results and 4 MiB,
+//	            with the position to resume from (_meta.since,
+//	            _links.next)
 //	long poll   the same, but with none yet and wait=N, the first that
-//	            arrive within N seconds (at most 60)
+//	            arrive within N seconds (at most 60, and never past the
+//	            token's expiry)
 //	stream      Accept: text/event-stream: the entries after since (or
 //	            Last-Event-ID), then each as it arrives, a comment after
 //	            every Heartbeat of silence, and a last "close" event when
 //	            the server ends it (the token expired, 410, 503)
+//
+// With include=doc, each insert, update and replace entry carries its
+// document as its detail answers the caller now (Caller.Docs), once this
+// replica has applied the entries up to it (Log.WaitApplied).
+//
+// # Positions
+//
+// Clients never see the log's own tokens: every position the feed
+// writes (_meta.since, _links.next, an event's id) is the token sealed
+// (position.go: AES-256-GCM under a key derived from Options.Secret with
+// a label of its own, a random nonce, a fixed length), and every one it
+// reads (since, Last-Event-ID, min_position) is opened before the log
+// sees it. So a token's positions, ids and keepalives are the same bytes
+// (but for the sealed values, all of one length) whether or not entries
+// it may not read were appended: an id is written only with an entry
+// the token may read, and a keepalive is a comment alone.
 //
 // Long polls and streams are timed in prodapi_changes_wait_seconds and
 // prodapi_changes_stream_seconds, and leave the server's
@@ -24,6 +44,7 @@ package changes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -41,7 +62,7 @@ import (
 )
 
 // A Log is the fleet's log of changes (package cache/changelog keeps
-// it), served at /changes.
+// it), served at /changes. Its tokens never leave the feed unsealed.
 type Log interface {
 	// Read returns at most max entries after since, keeping only those
 	// whose Resource is in resources (never nil: the resources the
@@ -53,19 +74,29 @@ type Log interface {
 	// since "" means from the oldest entry kept; "now" from the current
 	// end (no entries; next is the current end).
 	//
-	// Errors: one wrapping sources.ErrExpired when since is older than
-	// the oldest entry kept (410); one wrapping sources.ErrInvalid when
-	// since is malformed (400, a safety net behind Valid); anything else
-	// is the log being unavailable (503).
+	// Errors: one wrapping sources.ErrExpired when since cannot be
+	// continued (older than the oldest entry kept, of another life of
+	// the log, ahead of its head) (410); one wrapping sources.ErrInvalid
+	// when since is malformed (400, a safety net behind Valid); anything
+	// else is the log being unavailable (503).
 	Read(ctx context.Context, since string, resources []string, max int) (entries []sources.LogEntry, next string, err error)
 	// Wait returns nil once the log holds an entry after since (of any
-	// resource), or ctx's error when ctx ends first. Thousands of long
-	// polls and streams wait at once: it must cost no backend call per
-	// waiter.
+	// resource), or ctx's error when ctx ends first; Read's errors when
+	// since cannot be continued or the log cannot be read (it does not
+	// wait through an outage). Thousands of long polls and streams wait
+	// at once: it must cost no backend call per waiter.
 	Wait(ctx context.Context, since string) error
+	// WaitApplied returns nil once this replica has applied every entry
+	// up to token (its cache invalidated what they changed), ctx's error
+	// when ctx ends first, and Read's errors (sources.ErrExpired for a
+	// token of another life of the log or ahead of it; one wrapping
+	// sources.ErrUnavailable when the log cannot be read). It costs no
+	// backend call per waiter, as Wait.
+	WaitApplied(ctx context.Context, token string) error
 	// Valid reports whether token is syntactically a token of this log
-	// ("" and "now" are not tokens), so that a malformed one is a 400
-	// without a backend call.
+	// ("" and "now" are not tokens). The feed takes positions, never
+	// tokens: a token sent as one is of a version of prodapi that did
+	// not seal them, and answered 410 (resync).
 	Valid(token string) bool
 }
 
@@ -92,32 +123,51 @@ type Options struct {
 	// AfterFunc runs f after d unless stop is called first; nil means
 	// time.AfterFunc. Tests pass a clock they move.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Secret keys the positions the feed hands out (the cursor secret,
+	// under a label of their own): replicas behind one load balancer
+	// need the same. Nil: a random one of this process's own, so that a
+	// position fails (410) after a restart and on another replica.
+	Secret []byte
+	// MinPositionWait is the longest a list or detail request with
+	// min_position waits for this replica to apply the position
+	// (PRODAPI_MIN_POSITION_WAIT), and include=doc for the entries of a
+	// page; then 503 with Retry-After. 0 means 2s.
+	MinPositionWait time.Duration
+	// SearchLag is how long after a change the search index is assumed
+	// to show it (the cache's Options.SearchLag): a search list with
+	// min_position is answered from no list loaded sooner than this
+	// after the position was handed out. 0 means 2s.
+	SearchLag time.Duration
 }
 
 const (
 	defaultMaxStreams         = 1000
 	defaultStreamWriteTimeout = 10 * time.Second
 	defaultHeartbeat          = 15 * time.Second
+	defaultMinPositionWait    = 2 * time.Second
+	defaultSearchLag          = 2 * time.Second
 	// maxWait is the longest long poll, in seconds.
 	maxWait = 60
 )
 
 // Messages of /changes.
 const (
-	msgChangesGone        = "since: the token is older than the changes kept; resync: take since=now, then walk the lists with cursor= and follow /changes from that token"
+	msgChangesGone        = "since: this position can no longer be followed (older than the changes kept, or the log lost entries after it, or sealed under another secret); resync: take since=now, then walk the lists with cursor= and follow /changes from that position"
 	msgChangesUnavailable = "The change log is temporarily unavailable. Please try again shortly."
 	msgTooManyStreams     = "This server cannot open another change stream now. Please try again shortly, or poll /changes with wait=."
 	msgStreamExpired      = "The token has expired: reconnect with a new token, sending Last-Event-ID."
-	msgBadToken           = "not a token of this change log: resume from the _meta.since (or the event id) of an answer, or take since=now"
+	msgBadToken           = "not a position of this change log: resume from the _meta.since (or the event id) of an answer, or take since=now"
+	msgBadInclude         = "include: doc is the only value (each entry then carries its document)"
 )
 
 // A Feed answers /changes from a Log. Create it with New; the server
 // mounts it.
 type Feed struct {
-	log     Log
-	opts    Options // with the defaults applied
-	waiters *waiters
-	metrics *changeMetrics
+	log       Log
+	opts      Options // with the defaults applied
+	positions *positions
+	waiters   *waiters
+	metrics   *changeMetrics
 }
 
 // New returns the feed of log.
@@ -140,7 +190,14 @@ func New(log Log, opts Options) *Feed {
 	if opts.AfterFunc == nil {
 		opts.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	return &Feed{log: log, opts: opts, waiters: newWaiters(opts.MaxStreams), metrics: newChangeMetrics(opts.Metrics)}
+	if opts.MinPositionWait <= 0 {
+		opts.MinPositionWait = defaultMinPositionWait
+	}
+	if opts.SearchLag <= 0 {
+		opts.SearchLag = defaultSearchLag
+	}
+	return &Feed{log: log, opts: opts, positions: newPositions(opts.Secret, opts.Now),
+		waiters: newWaiters(opts.MaxStreams), metrics: newChangeMetrics(opts.Metrics)}
 }
 
 // A Caller is the client of one /changes request, as the server that
@@ -162,11 +219,24 @@ type Caller interface {
 	// histogram: it is a long poll or a stream, which the feed times in
 	// its own.
 	Waits()
+	// Docs returns the body of each document's detail as it would
+	// answer the caller now (the href of an entry's _links.self, without
+	// parameters), or nil where it would answer 404: include=doc. An
+	// entry the caller may read is of a resource it may read. The error
+	// is the answer to give (the detail's own failure: 503, 504...).
+	Docs(ctx context.Context, refs []DocRef) ([][]byte, error)
+}
+
+// A DocRef names the document of an entry.
+type DocRef struct {
+	Resource *sources.Resource
+	ID       string
 }
 
 // Serve answers a /changes request of c: scopes (403), then parameters
 // (400), then the resources asked for against the scopes (403), then the
-// log. Nothing refused reaches the log. The error it returns is the
+// position (410), then the log (410, 503) and, with include=doc, the
+// documents (503, 504). Nothing refused reaches the log. The error it returns is the
 // answer for the server to write; once a stream's answer has begun, it
 // is only why the server ended it, for the access log.
 func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
@@ -181,6 +251,10 @@ func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
 	}
 	if err := p.narrow(c, allowed); err != nil {
 		return err
+	}
+	if p.gone != nil {
+		f.metrics.gone.Inc()
+		return p.gone
 	}
 	if p.stream {
 		return f.stream(w, r, c, p)
@@ -219,9 +293,15 @@ func readable(c Caller) ([]*sources.Resource, error) {
 
 // changeParams are a /changes request's parameters, checked.
 type changeParams struct {
-	// since is where to read from: "", "now" or a token of the log (for
-	// a stream, Last-Event-ID when sent).
+	// since is the since parameter as the client sent it, for the self
+	// link.
 	since string
+	// from is where to read from: "", "now" or a token of the log, the
+	// position since (for a stream, Last-Event-ID when sent) seals.
+	from string
+	// gone is the 410 of a position that does not open, answered once
+	// the resources are checked against the scopes.
+	gone error
 	// asked are the resources of ?resources=, in table order; nil when
 	// the parameter is absent or empty.
 	asked []*sources.Resource
@@ -232,6 +312,7 @@ type changeParams struct {
 	wait   int // seconds
 	pretty bool
 	stream bool
+	docs   bool // include=doc
 }
 
 // parse checks the parameters of a /changes request (400s), without
@@ -249,14 +330,15 @@ func (f *Feed) parse(r *http.Request) (*changeParams, error) {
 		// HEAD answers the headers of the first read, and never waits.
 		stream: events && r.Method != http.MethodHead,
 	}
-	if p.since != "" && p.since != "now" && !f.log.Valid(p.since) {
-		return nil, badRequest("since: " + msgBadToken)
+	if err := f.positionOf(p, r, events); err != nil {
+		return nil, err
 	}
-	if id := r.Header.Get("Last-Event-Id"); id != "" && events {
-		if !f.log.Valid(id) {
-			return nil, badRequest("Last-Event-ID: " + msgBadToken)
-		}
-		p.since = id // a reconnecting EventSource repeats its URL's since: the event id is newer
+	switch v := vals.Get("include"); v {
+	case "":
+	case "doc":
+		p.docs = true
+	default:
+		return nil, badRequest(msgBadInclude)
 	}
 	if v := vals.Get("resources"); v != "" {
 		asked := map[*sources.Resource]bool{}
@@ -292,6 +374,31 @@ func (f *Feed) parse(r *http.Request) (*changeParams, error) {
 	return p, nil
 }
 
+// positionOf sets where p reads from: the position since names (or,
+// on a stream, Last-Event-ID: a reconnecting EventSource repeats its
+// URL's since, and the event id is newer). A position not of the shape
+// is a 400 now; one that does not open, a 410 once the resources are
+// checked (p.gone).
+func (f *Feed) positionOf(p *changeParams, r *http.Request, events bool) error {
+	pos, param := p.since, "since"
+	if id := r.Header.Get("Last-Event-Id"); id != "" && events {
+		pos, param = id, "Last-Event-ID"
+	}
+	if param == "since" && (pos == "" || pos == "now") {
+		p.from = pos
+		return nil
+	}
+	from, err := f.open(pos, param)
+	switch {
+	case isGone(err):
+		p.gone = err
+	case err != nil:
+		return err
+	}
+	p.from = from
+	return nil
+}
+
 func badRequest(msg string) *httperr.Error {
 	return &httperr.Error{Status: http.StatusBadRequest, Msg: msg}
 }
@@ -321,8 +428,8 @@ func (p *changeParams) narrow(c Caller, allowed []*sources.Resource) error {
 	return nil
 }
 
-// read reads the log after since, for the resources p reads and those
-// alone.
+// read reads the log after since (a token, "" or "now"), for the
+// resources p reads and those alone.
 func (f *Feed) read(ctx context.Context, since string, p *changeParams) ([]sources.LogEntry, string, error) {
 	entries, next, err := f.log.Read(ctx, since, p.names, p.max)
 	return p.visible(entries), next, err
@@ -347,10 +454,15 @@ func (p *changeParams) visible(entries []sources.LogEntry) []sources.LogEntry {
 }
 
 // logError is what the client sees of a failed read of the log (its
-// kind, sources.Classify): 410 for a token older than the log keeps, 400
+// kind, sources.Classify): 410 for a token the log cannot continue, 400
 // for one it does not take, the client's own cancellation as it is
-// (the server answers it 499), 503 for anything else.
+// (the server answers it 499), 503 for anything else. An answer already
+// chosen (an *httperr.Error: a document's failure, include=doc) stays as
+// it is.
 func (f *Feed) logError(err error) error {
+	if _, ok := errors.AsType[*httperr.Error](err); ok {
+		return err
+	}
 	switch kind, _ := sources.Classify(err); kind {
 	case sources.KindExpired:
 		f.metrics.gone.Inc()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -54,10 +55,40 @@ func token(t *testing.T, scopes ...string) string {
 type changesServer struct {
 	*httptest.Server
 	srv     *server.Server
+	feed    *changes.Feed
 	log     *changestest.Log
 	timers  *fakeTimers
 	metrics *metrics.Metrics
-	access  *lines // the access log
+	access  *lines        // the access log
+	load    server.Loader // the documents' loader (include=doc, min_position); nil: none
+}
+
+// pos is the position of a token of cs.log, as the feed hands it out.
+func (cs *changesServer) pos(tok string) string { return changes.Seal(cs.feed, tok) }
+
+// tok is the token a position seals, or what it is when it seals none.
+func (cs *changesServer) tok(pos string) string {
+	if tok, ok := changes.Open(cs.feed, pos); ok {
+		return tok
+	}
+	return "not a position: " + pos
+}
+
+// positionRE finds the positions in an answer.
+var positionRE = regexp.MustCompile(`[A-Za-z0-9_-]{40,}`)
+
+// plain replaces each position in s with the token it seals, or with
+// "<position>" when it seals none of cs's.
+func (cs *changesServer) plain(s string) string {
+	return positionRE.ReplaceAllStringFunc(s, func(pos string) string {
+		if len(pos) != changes.PositionLen(cs.feed) {
+			return pos
+		}
+		if tok, ok := changes.Open(cs.feed, pos); ok {
+			return tok
+		}
+		return "<position>"
+	})
 }
 
 // lines is a writer that keeps what it is given, a line a Write.
@@ -82,7 +113,13 @@ func (l *lines) get() []string {
 // newChangesServer serves cs.log; edit changes the feed's options.
 func newChangesServer(t *testing.T, edit ...func(*changes.Options)) *changesServer {
 	t.Helper()
-	cs := &changesServer{log: changestest.NewLog()}
+	return newLoadedServer(t, nil, edit...)
+}
+
+// newLoadedServer serves cs.log, and the lists and details of load.
+func newLoadedServer(t *testing.T, load server.Loader, edit ...func(*changes.Options)) *changesServer {
+	t.Helper()
+	cs := &changesServer{log: changestest.NewLog(), load: load}
 	cs.serve(t, cs.log, edit...)
 	return cs
 }
@@ -95,12 +132,13 @@ func (cs *changesServer) serve(t *testing.T, log changes.Log, edit ...func(*chan
 	for _, e := range edit {
 		e(&fopts)
 	}
-	cs.srv = server.New(nil, server.Options{
+	cs.feed = changes.New(log, fopts)
+	cs.srv = server.New(cs.load, server.Options{
 		Auth:      server.AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
 		Now:       func() time.Time { return testNow },
 		Metrics:   cs.metrics,
 		AccessLog: cs.access,
-		Changes:   changes.New(log, fopts),
+		Changes:   cs.feed,
 	})
 	cs.Server = httptest.NewUnstartedServer(cs.srv.Handler())
 	cs.Config.RegisterOnShutdown(cs.srv.EndStreams)
@@ -186,8 +224,8 @@ func TestChangesPaging(t *testing.T) {
 		`{"resource":"desks","_id":"d1","op":"update","changed":null,"_links":{"self":{"title":"Desk","href":"desks/d1"}}}],` +
 		`"_links":{"parent":{"title":"home","href":"/"},"self":{"title":"changes","href":"changes?max_results=2"},` +
 		`"next":{"title":"next page","href":"changes?max_results=2&since=2-0"}},"_meta":{"since":"2-0","max_results":2}}`
-	if res.body != want {
-		t.Errorf("body\n got %s\nwant %s", res.body, want)
+	if got := cs.plain(res.body); got != want {
+		t.Errorf("body (positions opened)\n got %s\nwant %s", got, want)
 	}
 
 	// Following next walks the rest; a flush carries neither _id nor _links.
@@ -204,18 +242,18 @@ func TestChangesPaging(t *testing.T) {
 	if diff := cmp.Diff([]string{"items/urn:a", "planning/flush", "users/u1"}, walked); diff != "" {
 		t.Errorf("walk (-want +got):\n%s", diff)
 	}
-	if p.Meta.Since != "5-0" || next != "changes?max_results=2&since=5-0" {
-		t.Errorf("caught up at since %q, next %q; want 5-0", p.Meta.Since, next)
+	if cs.tok(p.Meta.Since) != "5-0" || cs.plain(next) != "changes?max_results=2&since=5-0" {
+		t.Errorf("caught up at since %q, next %q; want 5-0", cs.plain(p.Meta.Since), cs.plain(next))
 	}
-	_, p = cs.get(t, "?since=3-0", all)
+	_, p = cs.get(t, "?since="+cs.pos("3-0"), all)
 	if p.Items[0]["_links"] != nil || p.Items[0]["_id"] != nil {
 		t.Errorf("flush entry %v carries _id or _links", p.Items[0])
 	}
 
 	// since=now: nothing, resuming from the end.
 	_, p = cs.get(t, "?since=now&resources=users", all)
-	if len(p.Items) != 0 || p.Meta.Since != "5-0" || p.Meta.MaxResults != 25 {
-		t.Errorf("since=now: %v, since %q, max_results %d", ids(p), p.Meta.Since, p.Meta.MaxResults)
+	if len(p.Items) != 0 || cs.tok(p.Meta.Since) != "5-0" || p.Meta.MaxResults != 25 {
+		t.Errorf("since=now: %v, since %q, max_results %d", ids(p), cs.plain(p.Meta.Since), p.Meta.MaxResults)
 	}
 	if got := p.Links["self"].Href; got != "changes?resources=users&since=now" {
 		t.Errorf("self %q", got)
@@ -242,8 +280,8 @@ func TestChangesScopes(t *testing.T) {
 	if diff := cmp.Diff([]string{"desks/d1", "desks/d2", "desks/d3"}, ids(p)); diff != "" {
 		t.Errorf("desks-only token (-want +got):\n%s", diff)
 	}
-	if p.Meta.Since != "6-0" {
-		t.Errorf("since %q, want 6-0 (the last entry examined)", p.Meta.Since)
+	if cs.tok(p.Meta.Since) != "6-0" {
+		t.Errorf("since %q, want 6-0 (the last entry examined)", cs.plain(p.Meta.Since))
 	}
 	if _, p = cs.get(t, "?since="+p.Meta.Since, desks); len(p.Items) != 1 {
 		t.Errorf("after 6-0: %v, want desks/d4", ids(p))
@@ -297,7 +335,8 @@ func TestChangesRefused(t *testing.T) {
 			`Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"`},
 		{"bad since", "?since=abc", all, "", "", 400, "since: " + changes.MsgBadToken, ""},
 		{"bad since, streaming", "?since=12", all, sse, "", 400, "since: " + changes.MsgBadToken, ""},
-		{"bad Last-Event-ID", "?since=1-0", all, sse, "x", 400, "Last-Event-ID: " + changes.MsgBadToken, ""},
+		{"bad Last-Event-ID", "?since=now", all, sse, "x", 400, "Last-Event-ID: " + changes.MsgBadToken, ""},
+		{"bad include", "?include=docs", all, "", "", 400, changes.MsgBadInclude, ""},
 		{"unknown resource", "?resources=items,nope", all, "", "", 400,
 			`resources: unknown resource "nope"; the resources are items, desks, assignments, events, events_history, events_files, planning, contacts, users`, ""},
 		{"unknown resource before scope", "?resources=nope,items", desks, "", "", 400, "", ""},
@@ -345,7 +384,7 @@ func TestChangesLogErrors(t *testing.T) {
 	cs.log.Trim(2)
 	gone := cs.metrics.Counter("prodapi_changes_gone_total", "")
 	for _, accept := range []string{"", "text/event-stream"} {
-		res, _ := cs.get(t, "?since=1-0", all, "Accept", accept)
+		res, _ := cs.get(t, "?since="+cs.pos("1-0"), all, "Accept", accept)
 		if want := string(httperr.Body(410, changes.MsgChangesGone)); res.status != 410 || res.body != want {
 			t.Errorf("Accept %q, an expired token: %d %s, want 410 %s", accept, res.status, res.body, want)
 		}
@@ -356,7 +395,7 @@ func TestChangesLogErrors(t *testing.T) {
 	if got := gone.Value(); got != 2 {
 		t.Errorf("prodapi_changes_gone_total %d, want 2", got)
 	}
-	if _, p := cs.get(t, "?since=2-0", all); p == nil || len(p.Items) != 1 {
+	if _, p := cs.get(t, "?since="+cs.pos("2-0"), all); p == nil || len(p.Items) != 1 {
 		t.Errorf("the oldest kept position: %v", p)
 	}
 
@@ -366,7 +405,7 @@ func TestChangesLogErrors(t *testing.T) {
 		t.Errorf("log down: %d Retry-After %q %s", res.status, res.header.Get("Retry-After"), res.body)
 	}
 	cs.log.Fail(sources.ErrInvalid)
-	if res, _ := cs.get(t, "?since=1-0", all); res.status != 400 {
+	if res, _ := cs.get(t, "?since="+cs.pos("1-0"), all); res.status != 400 {
 		t.Errorf("the log refusing the token: %d %s", res.status, res.body)
 	}
 }
@@ -422,31 +461,31 @@ func TestChangesLongPoll(t *testing.T) {
 	if diff := cmp.Diff([]string{"desks/d1"}, ids(a.p)); diff != "" {
 		t.Errorf("woken with (-want +got):\n%s", diff)
 	}
-	if a.p.Meta.Since != "2-0" || a.p.Links["next"].Href != "changes?since=2-0&wait=30" {
-		t.Errorf("since %q, next %q", a.p.Meta.Since, a.p.Links["next"].Href)
+	if cs.tok(a.p.Meta.Since) != "2-0" || cs.plain(a.p.Links["next"].Href) != "changes?since=2-0&wait=30" {
+		t.Errorf("since %q, next %q", cs.plain(a.p.Meta.Since), cs.plain(a.p.Links["next"].Href))
 	}
 
 	// Nothing arrives: at the end of wait, no entries and the position
 	// moved past what the token may not see.
-	ch = poll("?since=2-0&wait=30")
+	ch = poll("?since=" + cs.pos("2-0") + "&wait=30")
 	cs.log.AwaitWaiter(t)
 	cs.log.Append("items", "urn:b", sources.OpUpdate, changeAt)
 	cs.log.AwaitWaiter(t)
 	cs.timers.fire(t, 30*time.Second)
 	a = <-ch
-	if a.res.status != 200 || len(a.p.Items) != 0 || a.p.Meta.Since != "3-0" {
-		t.Errorf("timed out: %d %v since %q, want nothing since 3-0", a.res.status, ids(a.p), a.p.Meta.Since)
+	if a.res.status != 200 || len(a.p.Items) != 0 || cs.tok(a.p.Meta.Since) != "3-0" {
+		t.Errorf("timed out: %d %v since %q, want nothing since 3-0", a.res.status, ids(a.p), cs.plain(a.p.Meta.Since))
 	}
 
 	// The server draining answers a long poll at once, and then any
 	// other without waiting.
-	ch = poll("?since=3-0&wait=60")
+	ch = poll("?since=" + cs.pos("3-0") + "&wait=60")
 	cs.log.AwaitWaiter(t)
 	cs.srv.EndStreams()
-	if a = <-ch; a.res.status != 200 || len(a.p.Items) != 0 || a.p.Meta.Since != "3-0" {
-		t.Errorf("drained: %d %v since %q", a.res.status, a.p, a.p.Meta.Since)
+	if a = <-ch; a.res.status != 200 || len(a.p.Items) != 0 || cs.tok(a.p.Meta.Since) != "3-0" {
+		t.Errorf("drained: %d %v since %q", a.res.status, a.p, cs.plain(a.p.Meta.Since))
 	}
-	if a = <-poll("?since=3-0&wait=60"); a.res.status != 200 || len(a.p.Items) != 0 {
+	if a = <-poll("?since=" + cs.pos("3-0") + "&wait=60"); a.res.status != 200 || len(a.p.Items) != 0 {
 		t.Errorf("while draining: %d %v", a.res.status, a.p)
 	}
 }
@@ -529,10 +568,10 @@ func TestChangesStream(t *testing.T) {
 	}
 	ev := mustEvent(t, r)
 	want := `{"resource":"items","_id":"urn:a","op":"insert","changed":"2026-12-01T10:30:15+0000","_links":{"self":{"title":"Item","href":"items/urn:a"}}}`
-	if ev.id != "1-0" || ev.event != "change" || ev.data != want {
+	if cs.tok(ev.id) != "1-0" || ev.event != "change" || ev.data != want {
 		t.Errorf("first event %+v, want id 1-0, change, %s", ev, want)
 	}
-	if ev = mustEvent(t, r); ev.id != "3-0" || !strings.Contains(ev.data, `"op":"update"`) {
+	if ev = mustEvent(t, r); cs.tok(ev.id) != "3-0" || !strings.Contains(ev.data, `"op":"update"`) {
 		t.Errorf("second event %+v", ev)
 	}
 	streams := cs.metrics.Gauge("prodapi_changes_streams", "")
@@ -543,12 +582,13 @@ func TestChangesStream(t *testing.T) {
 	// Caught up: an append arrives as it is made.
 	cs.log.AwaitWaiter(t)
 	cs.log.Append("items", "urn:b", sources.OpDelete, changeAt)
-	if ev = mustEvent(t, r); ev.id != "4-0" || !strings.Contains(ev.data, `"op":"delete"`) {
+	if ev = mustEvent(t, r); cs.tok(ev.id) != "4-0" || !strings.Contains(ev.data, `"op":"delete"`) {
 		t.Errorf("live event %+v", ev)
 	}
 
-	// A heartbeat after Heartbeat's silence; past entries the stream
-	// may not see, it carries their position as an id without data.
+	// A heartbeat after Heartbeat's silence: a comment and nothing else,
+	// past entries the stream may not see too (an id would say there
+	// were some).
 	cs.log.AwaitWaiter(t)
 	cs.timers.fire(t, changes.DefaultHeartbeat)
 	if ev = mustEvent(t, r); len(ev.comments) != 1 || ev.comments[0] != "keepalive" || ev.hasID || ev.data != "" {
@@ -558,7 +598,7 @@ func TestChangesStream(t *testing.T) {
 	cs.log.Append("desks", "d2", sources.OpUpdate, changeAt)
 	cs.log.AwaitWaiter(t)
 	cs.timers.fire(t, changes.DefaultHeartbeat)
-	if ev = mustEvent(t, r); ev.comments[0] != "keepalive" || ev.id != "5-0" || ev.data != "" {
+	if ev = mustEvent(t, r); len(ev.comments) != 1 || ev.comments[0] != "keepalive" || ev.hasID || ev.data != "" {
 		t.Errorf("heartbeat past a hidden entry %+v", ev)
 	}
 
@@ -580,14 +620,14 @@ func TestChangesStreamResume(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		cs.log.Append("items", id, sources.OpUpdate, changeAt)
 	}
-	_, r := cs.openStream(t, "?since=1-0", all, "Last-Event-ID", "2-0")
-	if ev := mustEvent(t, r); ev.id != "3-0" {
+	_, r := cs.openStream(t, "?since="+cs.pos("1-0"), all, "Last-Event-ID", cs.pos("2-0"))
+	if ev := mustEvent(t, r); cs.tok(ev.id) != "3-0" {
 		t.Errorf("resumed at %+v, want 3-0", ev)
 	}
 	_, r = cs.openStream(t, "?since=now", all)
 	cs.log.AwaitWaiter(t)
 	cs.log.Append("items", "d", sources.OpUpdate, changeAt)
-	if ev := mustEvent(t, r); ev.id != "4-0" {
+	if ev := mustEvent(t, r); cs.tok(ev.id) != "4-0" {
 		t.Errorf("since=now got %+v, want 4-0", ev)
 	}
 }
@@ -784,6 +824,8 @@ func (l *endlessLog) Valid(tok string) bool { _, ok := changestest.Position(tok)
 
 func (l *endlessLog) Wait(context.Context, string) error { return nil }
 
+func (l *endlessLog) WaitApplied(context.Context, string) error { return nil }
+
 func (l *endlessLog) Read(_ context.Context, since string, resources []string, max int) ([]sources.LogEntry, string, error) {
 	l.reads.Add(1)
 	n, _ := changestest.Position(since)
@@ -922,5 +964,101 @@ func (ft *fakeTimers) fire(t *testing.T, d time.Duration) {
 		case <-deadline:
 			t.Fatalf("no timer of %s was set", d)
 		}
+	}
+}
+
+// A long poll ends when its token expires: its wait is bounded by the
+// token's life, and it answers the empty page then, not an entry that
+// comes after.
+func TestChangesLongPollEndsWithItsToken(t *testing.T) {
+	cs := newChangesServer(t)
+	tok, err := server.MintToken(testSecret, "test-client", []string{sources.ScopeDesks}, 3*time.Second, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan response, 1)
+	go func() { // ends when the poll is answered
+		res, _ := cs.get(t, "?since=now&wait=30", "Bearer "+tok)
+		ch <- res
+	}()
+	cs.log.AwaitWaiter(t)
+	cs.timers.fire(t, 3*time.Second) // the token's expiry, not the wait's 30 s
+	res := <-ch
+	if res.status != 200 || !strings.Contains(res.body, `"_items":[]`) {
+		t.Errorf("at the token's expiry: %d %s, want the empty page", res.status, res.body)
+	}
+}
+
+// While the log cannot be read, /changes says so: 503 with Retry-After
+// in JSON, at once for a long poll already waiting (an outage is never a
+// quiet newsroom), and a close event (503) on a stream.
+func TestChangesLogUnavailable(t *testing.T) {
+	cs := newChangesServer(t)
+	desks := token(t, sources.ScopeDesks)
+	down := errors.New("redis: connection refused")
+	want := string(httperr.Body(503, changes.MsgChangesUnavailable))
+	unavailable := func(what string, res response) {
+		t.Helper()
+		if res.status != 503 || res.body != want || res.header.Get("Retry-After") == "" {
+			t.Errorf("%s: %d %v %s, want 503 %s", what, res.status, res.header, res.body, want)
+		}
+	}
+
+	ch := make(chan response, 1)
+	go func() { // ends when the poll is answered
+		res, _ := cs.get(t, "?since=now&wait=30", desks)
+		ch <- res
+	}()
+	cs.log.AwaitWaiter(t)
+	cs.log.Fail(down) // no timer fires: the poll answers at once
+	unavailable("a long poll waiting", <-ch)
+
+	res, _ := cs.get(t, "?since=now", desks)
+	unavailable("JSON", res)
+	res, _ = cs.get(t, "?since=now&wait=30", desks)
+	unavailable("a long poll", res)
+	res, _ = cs.get(t, "", desks, "Accept", "text/event-stream")
+	unavailable("a stream that cannot open", res)
+
+	cs.log.Fail(nil)
+	_, r := cs.openStream(t, "?since=now", desks)
+	cs.log.AwaitWaiter(t)
+	cs.log.Fail(down)
+	if ev := mustEvent(t, r); ev.event != "close" || ev.data != want {
+		t.Errorf("a stream: %+v, want close %s", ev, want)
+	}
+}
+
+// Positions are sealed: a since that is not one is a 400; one sealed
+// under another secret (a rotated one, another process's own) and a
+// bare token of the log (as an older prodapi handed them out) are a 410,
+// resync.
+func TestChangesPositions(t *testing.T) {
+	cs := newChangesServer(t)
+	all := token(t, sources.AllScopes...)
+	cs.log.Append("desks", "d1", sources.OpUpdate, changeAt)
+	other := changes.New(cs.log, changes.Options{Secret: []byte("another secret, at least 32 bytes long")})
+	gone := string(httperr.Body(410, changes.MsgChangesGone))
+	for _, tc := range []struct {
+		name, since string
+		status      int
+	}{
+		{"its own", cs.pos("0-0"), 200},
+		{"another secret's", changes.Seal(other, "0-0"), 410},
+		{"a bare token", "0-0", 410},
+		{"truncated", cs.pos("0-0")[1:], 400},
+		{"garbage", strings.Repeat("x", changes.PositionLen(cs.feed)), 410},
+	} {
+		res, _ := cs.get(t, "?since="+tc.since, all)
+		if res.status != tc.status || (tc.status == 410 && res.body != gone) {
+			t.Errorf("%s: %d %s, want %d", tc.name, res.status, res.body, tc.status)
+		}
+	}
+	// Each position is sealed anew: two answers at the same place give
+	// two positions of one length.
+	_, a := cs.get(t, "?since=now", all)
+	_, b := cs.get(t, "?since=now", all)
+	if a.Meta.Since == b.Meta.Since || len(a.Meta.Since) != len(b.Meta.Since) || cs.tok(a.Meta.Since) != cs.tok(b.Meta.Since) {
+		t.Errorf("two positions of one place: %s, %s", a.Meta.Since, b.Meta.Since)
 	}
 }

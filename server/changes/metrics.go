@@ -18,7 +18,7 @@ const (
 const (
 	dropSlow        = "slow"        // a write did not complete in Options.WriteTimeout
 	dropExpired     = "expired"     // the token expired
-	dropGone        = "gone"        // the stream's position was trimmed from the log
+	dropGone        = "gone"        // the stream's position can no longer be followed
 	dropUnavailable = "unavailable" // the log failed
 	dropShutdown    = "shutdown"    // the server drains
 )
@@ -57,11 +57,12 @@ func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 			lagBuckets, "transport"),
 		dropped: m.Counter("prodapi_changes_consumers_dropped_total",
 			"Event streams the server ended, by reason: slow (a write did not complete within PRODAPI_CHANGES_WRITE_TIMEOUT), "+
-				"expired (the token expired), gone (the stream's position was trimmed from the log), unavailable (the log failed), "+
+				"expired (the token expired), gone (the stream's position can no longer be followed), unavailable (the log or a document failed), "+
 				"shutdown (the server drained).",
 			"reason"),
 		gone: m.Counter("prodapi_changes_gone_total",
-			"/changes requests and streams answered 410: a resume token older than the changes kept.").Series(),
+			"/changes requests and streams, and reads with min_position, answered 410: a position that can no longer be followed "+
+				"(older than the changes kept, past the log's end after it lost entries, or sealed under another secret).").Series(),
 		refused: m.Counter("prodapi_changes_streams_refused_total",
 			"Event streams refused with 503: PRODAPI_CHANGES_MAX_STREAMS were open, or the server was draining.").Series(),
 		pollTime: m.Histogram("prodapi_changes_wait_seconds",

@@ -1,7 +1,9 @@
 package changes
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -14,21 +16,22 @@ import (
 )
 
 // poll answers /changes in JSON: the entries after since, or, with none
-// and wait=, the first that arrive within wait seconds. A GET with wait=
-// is a long poll, timed from start, when the feed began to answer it, in
-// prodapi_changes_wait_seconds rather than the server's request
-// histogram.
+// and wait=, the first that arrive within wait seconds (never past the
+// token's expiry). A GET with wait= is a long poll, timed from start,
+// when the feed began to answer it, in prodapi_changes_wait_seconds
+// rather than the server's request histogram.
 func (f *Feed) poll(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams, start time.Time) error {
-	if p.wait > 0 && r.Method != http.MethodHead {
+	waits := p.wait > 0 && r.Method != http.MethodHead
+	if waits {
 		c.Waits()
 		defer func() { f.metrics.pollTime.Observe(time.Since(start).Seconds()) }()
 	}
-	entries, next, err := f.read(r.Context(), p.since, p)
+	entries, next, err := f.read(r.Context(), p.from, p)
 	if err != nil {
 		return f.logError(err)
 	}
-	if len(entries) == 0 && p.wait > 0 && r.Method != http.MethodHead {
-		entries, next, err = f.longPoll(r, p, next)
+	if len(entries) == 0 && waits {
+		entries, next, err = f.longPoll(r, c, p, next)
 		// The server's write timeout has run since the request came: the
 		// answer gets its own.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(f.opts.WriteTimeout))
@@ -36,7 +39,14 @@ func (f *Feed) poll(w http.ResponseWriter, r *http.Request, c Caller, p *changeP
 			return f.logError(err)
 		}
 	}
-	body := changesBody(p, entries, next)
+	pg, err := f.newPage(r.Context(), c, p, entries, next)
+	if err != nil {
+		return f.logError(err)
+	}
+	body, err := f.changesBody(p, pg)
+	if err != nil {
+		return err
+	}
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h.Set("Cache-Control", "no-store")
@@ -46,18 +56,21 @@ func (f *Feed) poll(w http.ResponseWriter, r *http.Request, c Caller, p *changeP
 		return nil
 	}
 	if _, err := w.Write(body); err == nil {
-		f.metrics.deliver(transportJSON, entries, f.opts.Now())
+		f.metrics.deliver(transportJSON, pg.entries, f.opts.Now())
 	}
 	return nil
 }
 
-// errWaitOver ends a long poll that saw nothing in its time.
+// errWaitOver ends a long poll that saw nothing in its time (or whose
+// token expired).
 var errWaitOver = errors.New("changes: the long poll's time is over")
 
-// longPoll waits up to p.wait seconds for entries after since that the
-// request may see, and returns them, or none and the position to resume
-// from when the time is over or the server drains.
-func (f *Feed) longPoll(r *http.Request, p *changeParams, since string) ([]sources.LogEntry, string, error) {
+// longPoll waits up to p.wait seconds, and no longer than the caller's
+// token lives, for entries after since that the request may see, and
+// returns them, or none and the position to resume from when the time is
+// over or the server drains. A log that cannot be read ends it at once
+// with the log's error: an outage is never answered as a quiet newsroom.
+func (f *Feed) longPoll(r *http.Request, c Caller, p *changeParams, since string) ([]sources.LogEntry, string, error) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	leave, err := f.waiters.join(cancel, false)
@@ -65,14 +78,18 @@ func (f *Feed) longPoll(r *http.Request, p *changeParams, since string) ([]sourc
 		return nil, since, nil // draining: answer at once
 	}
 	defer leave()
-	stop := f.opts.AfterFunc(time.Duration(p.wait)*time.Second, func() { cancel(errWaitOver) })
+	limit := time.Duration(p.wait) * time.Second
+	if left, ok := c.Expires(); ok && left < limit {
+		limit = max(left, 0) // the empty page, at the token's expiry
+	}
+	stop := f.opts.AfterFunc(limit, func() { cancel(errWaitOver) })
 	defer stop()
 	for {
 		if err := f.log.Wait(ctx, since); err != nil {
-			if ctx.Err() == nil {
-				return nil, since, err // the log's own answer: expired (410) or unavailable (503)
+			if ctx.Err() != nil {
+				return nil, since, r.Context().Err() // nil when the time is over or the server drains
 			}
-			return nil, since, r.Context().Err() // nil when the time is over or the server drains
+			return nil, since, err
 		}
 		entries, next, err := f.read(ctx, since, p)
 		if err != nil {
@@ -88,22 +105,41 @@ func (f *Feed) longPoll(r *http.Request, p *changeParams, since string) ([]sourc
 	}
 }
 
-// changesBody is a /changes answer: {"_items", "_links", "_meta"}.
-func changesBody(p *changeParams, entries []sources.LogEntry, next string) []byte {
-	items := make([]any, 0, len(entries))
-	for _, e := range entries {
-		items = append(items, entryDoc(e))
+// changesBody is a /changes answer: {"_items", "_links", "_meta"}, each
+// item an entry with its document when include=doc asked for them. Its
+// positions are sealed. pretty indents it.
+func (f *Feed) changesBody(p *changeParams, pg *page) ([]byte, error) {
+	next, err := f.sealed(pg.next)
+	if err != nil {
+		return nil, err
 	}
 	links := sources.D(
 		"parent", sources.Link("home", "/"),
 		"self", sources.Link("changes", p.href(p.since)),
 		"next", sources.Link("next page", p.href(next)),
 	)
-	doc := sources.D("_items", items, "_links", links, "_meta", sources.D("since", next, "max_results", p.max))
-	if p.pretty {
-		return codec.AppendJSONIndent(nil, doc, "    ")
+	b := make([]byte, 0, pg.size+1024)
+	b = append(b, `{"_items":[`...)
+	for i, item := range pg.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, item...)
 	}
-	return codec.AppendJSON(nil, doc)
+	b = append(b, `],"_links":`...)
+	b = codec.AppendJSON(b, links)
+	b = append(b, `,"_meta":`...)
+	b = codec.AppendJSON(b, sources.D("since", next, "max_results", p.max))
+	b = append(b, '}')
+	if !p.pretty {
+		return b, nil
+	}
+	var out bytes.Buffer
+	out.Grow(2 * len(b))
+	if err := json.Indent(&out, b, "", "    "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // entryDoc is one entry as /changes serves it: resource, _id, op,
@@ -126,13 +162,16 @@ func entryDoc(e sources.LogEntry) *sources.Doc {
 	return d
 }
 
-// href is the link to these parameters resumed from since, in the
-// query-string order of list links: max_results (when not 25), then the
-// others by name.
+// href is the link to these parameters resumed from since (a position),
+// in the query-string order of list links: max_results (when not 25),
+// then the others by name.
 func (p *changeParams) href(since string) string {
 	var q []string
 	if p.max != 25 {
 		q = append(q, "max_results="+strconv.Itoa(p.max))
+	}
+	if p.docs {
+		q = append(q, "include=doc")
 	}
 	if p.pretty {
 		q = append(q, "pretty")

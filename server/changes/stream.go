@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/server/httperr"
-	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // Why a stream's context ended, when the server ended it.
@@ -87,7 +85,15 @@ func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *chang
 	}
 	defer leave()
 	// The first read answers in the envelope when it fails (410, 503).
-	entries, next, err := f.read(ctx, p.since, p)
+	entries, next, err := f.read(ctx, p.from, p)
+	if errors.Is(context.Cause(ctx), errDraining) {
+		return f.refuse(errDraining)
+	}
+	if err != nil {
+		return f.logError(err)
+	}
+	// So does the first page's documents.
+	pg, err := f.newPage(ctx, c, p, entries, next)
 	if errors.Is(context.Cause(ctx), errDraining) {
 		return f.refuse(errDraining)
 	}
@@ -108,14 +114,14 @@ func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *chang
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // a proxy that buffers would hold events back
-	st := &eventStream{f: f, w: w, rc: http.NewResponseController(w), p: p, sent: p.since}
+	st := &eventStream{f: f, w: w, rc: http.NewResponseController(w), c: c, p: p}
 	w.WriteHeader(http.StatusOK)
 	if err := st.write(nil); err != nil {
 		return st.dropped(err)
 	}
 	// The answer is written: why the server ended it is for the access
 	// log alone.
-	return st.run(ctx, p.since, entries, next)
+	return st.run(ctx, p.from, pg)
 }
 
 // refuse is the 503 of a stream that cannot open: the server holds as
@@ -128,18 +134,18 @@ func (f *Feed) refuse(why error) error {
 
 // An eventStream writes one stream's events.
 type eventStream struct {
-	f    *Feed
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	p    *changeParams
-	buf  []byte
-	sent string // the last id written (or resumed from)
+	f   *Feed
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	c   Caller
+	p   *changeParams
+	buf []byte
 }
 
-// run follows the log from pos, where a first read found entries and
-// next, until the stream ends. It returns why the server ended it, nil
-// when the client did.
-func (st *eventStream) run(ctx context.Context, pos string, entries []sources.LogEntry, next string) error {
+// run follows the log from pos, where a first read made pg, until the
+// stream ends. It returns why the server ended it, nil when the client
+// did.
+func (st *eventStream) run(ctx context.Context, pos string, pg *page) error {
 	f := st.f
 	beat := f.newBeat(ctx)
 	defer func() { beat.stop() }()
@@ -148,34 +154,41 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 		beat = f.newBeat(ctx)
 	}
 	for {
-		if len(entries) > 0 {
-			if err := st.send(entries); err != nil {
+		if ctx.Err() != nil {
+			// Ended (the token expired, the server drains, the client
+			// left): not another word but the close event.
+			return st.ended(ctx)
+		}
+		if len(pg.entries) > 0 {
+			if err := st.send(pg); err != nil {
 				return st.dropped(err)
 			}
 			rebeat()
 		}
-		caughtUp := next == pos
-		pos = next
+		caughtUp := pg.next == pos
+		pos = pg.next
 		if caughtUp {
 			if beat.due() {
-				if err := st.keepalive(pos); err != nil {
+				if err := st.keepalive(); err != nil {
 					return st.dropped(err)
 				}
 				rebeat()
 			}
 			if err := f.log.Wait(beat.ctx, pos); err != nil {
-				if ctx.Err() != nil {
+				switch {
+				case ctx.Err() != nil:
 					return st.ended(ctx)
+				case beat.due():
+					pg = &page{next: pos}
+					continue
 				}
-				if beat.ctx.Err() == nil {
-					return st.failed(err) // the log's own answer: expired (410) or unavailable (503)
-				}
-				entries = nil // the heartbeat is due
-				continue
+				return st.failed(err)
 			}
 		}
-		var err error
-		entries, next, err = f.read(ctx, pos, st.p)
+		entries, next, err := f.read(ctx, pos, st.p)
+		if err == nil {
+			pg, err = f.newPage(ctx, st.c, st.p, entries, next)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return st.ended(ctx)
@@ -185,68 +198,77 @@ func (st *eventStream) run(ctx context.Context, pos string, entries []sources.Lo
 	}
 }
 
+// errHeartbeat ends a beat's context when the stream has been silent
+// for the Heartbeat interval.
+var errHeartbeat = errors.New("changes: the heartbeat is due")
+
 // A beat is a stream's heartbeat: its context ends once the stream has
 // been silent for the Heartbeat interval (or when the stream's does).
 type beat struct {
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	timer  func() bool
 }
 
 func (f *Feed) newBeat(parent context.Context) *beat {
-	ctx, cancel := context.WithCancel(parent)
-	return &beat{ctx: ctx, cancel: cancel, timer: f.opts.AfterFunc(f.opts.Heartbeat, cancel)}
+	ctx, cancel := context.WithCancelCause(parent)
+	return &beat{ctx: ctx, cancel: cancel, timer: f.opts.AfterFunc(f.opts.Heartbeat, func() { cancel(errHeartbeat) })}
 }
 
-func (b *beat) due() bool { return b.ctx.Err() != nil }
+// due reports whether the heartbeat's time came: its own timer, never
+// the end of the stream's context.
+func (b *beat) due() bool { return errors.Is(context.Cause(b.ctx), errHeartbeat) }
 
 func (b *beat) stop() {
 	b.timer()
-	b.cancel()
+	b.cancel(nil)
 }
 
-// send writes entries as events, "id: <token>", "event: change", "data:
-// <the entry as JSON>", and flushes them.
-func (st *eventStream) send(entries []sources.LogEntry) error {
+// maxWrite is the most a stream buffers before it writes: a burst of
+// documents goes out in parts.
+const maxWrite = 1 << 20
+
+// send writes the page's entries as events, "id: <position>", "event:
+// change", "data: <the entry as JSON>", and flushes them. Each id is the
+// entry's token sealed anew: only an entry the token may read moves the
+// id a client resumes from.
+func (st *eventStream) send(pg *page) error {
 	b := st.buf[:0]
-	for _, e := range entries {
+	for i, e := range pg.entries {
+		id, err := st.f.sealed(e.Token)
+		if err != nil {
+			return err
+		}
 		b = append(b, "id: "...)
-		b = append(b, e.Token...)
+		b = append(b, id...)
 		b = append(b, "\nevent: change\ndata: "...)
-		b = codec.AppendJSON(b, entryDoc(e))
+		b = append(b, pg.items[i]...)
 		b = append(b, "\n\n"...)
+		if len(b) >= maxWrite && i < len(pg.entries)-1 {
+			if err := st.write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
-	st.buf = b
 	if err := st.write(b); err != nil {
 		return err
 	}
-	st.sent = entries[len(entries)-1].Token
-	st.f.metrics.deliver(transportSSE, entries, st.f.opts.Now())
+	st.buf = b
+	if cap(b) > 2*maxWrite {
+		st.buf = nil // one huge event must not pin its buffer
+	}
+	st.f.metrics.deliver(transportSSE, pg.entries, st.f.opts.Now())
 	return nil
 }
 
-// keepalive writes the heartbeat comment. When the stream has moved past
-// entries the client may not see since its last id, an id field without
-// data comes with it: EventSource then resumes from there, without an
-// event.
-func (st *eventStream) keepalive(pos string) error {
-	b := append(st.buf[:0], ": keepalive\n"...)
-	moved := pos != "" && pos != "now" && pos != st.sent
-	if moved {
-		b = append(b, "id: "...)
-		b = append(b, pos...)
-		b = append(b, '\n')
-	}
-	b = append(b, '\n')
-	st.buf = b
-	if err := st.write(b); err != nil {
-		return err
-	}
-	if moved {
-		st.sent = pos
-	}
-	return nil
+// keepalive writes the heartbeat: a comment, and nothing else, so that
+// it says nothing of what the log holds.
+func (st *eventStream) keepalive() error {
+	return st.write(keepaliveComment)
 }
+
+var keepaliveComment = []byte(": keepalive\n\n")
 
 // close writes the last event, "close", whose data is the error envelope
 // saying why the stream ends.

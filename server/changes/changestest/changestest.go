@@ -1,10 +1,12 @@
 // Package changestest is an in-memory change log for tests of the
 // /changes feed and of what serves it: a changes.Log whose tokens read
-// "<position>-0", which a test appends to, trims, fails and waits on.
+// "<position>-0", which a test appends to, trims, fails, holds back from
+// being applied and waits on.
 package changestest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,15 +25,17 @@ type Log struct {
 	mu      sync.Mutex
 	entries []sources.LogEntry // every entry appended; those after trimmed are kept
 	trimmed int                // entries up to this position are gone
-	err     error              // Read fails with it when set
+	applied int                // entries up to this position are applied; -1: every one
+	err     error              // Read, Wait and WaitApplied fail with it when set
 	reads   [][]string         // the resources of every Read
-	grew    chan struct{}      // closed and replaced on every Append
-	waiting chan struct{}      // gets a value whenever a Wait starts blocking
+	grew    chan struct{}      // closed and replaced on every Append, Apply and Fail
+	waiting chan struct{}      // gets a value whenever a Wait or WaitApplied starts blocking
 }
 
-// NewLog returns an empty log.
+// NewLog returns an empty log, which applies every entry as it is
+// appended (until Hold).
 func NewLog() *Log {
-	return &Log{grew: make(chan struct{}), waiting: make(chan struct{}, 1)}
+	return &Log{applied: -1, grew: make(chan struct{}), waiting: make(chan struct{}, 1)}
 }
 
 // Token is the token of position n.
@@ -50,9 +54,36 @@ func (l *Log) Append(resource, id, op string, at time.Time) string {
 	defer l.mu.Unlock()
 	tok := Token(len(l.entries) + 1)
 	l.entries = append(l.entries, sources.LogEntry{Token: tok, Resource: resource, ID: id, Op: op, At: at})
+	l.moved()
+	return tok
+}
+
+// moved wakes the waiters; l.mu is held.
+func (l *Log) moved() {
 	close(l.grew)
 	l.grew = make(chan struct{})
-	return tok
+}
+
+// Hold stops applying entries: those appended from now on are not
+// applied on this replica (WaitApplied waits) until Apply.
+func (l *Log) Hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.applied < 0 {
+		l.applied = len(l.entries)
+	}
+}
+
+// Apply applies the entries up to position n, and stops holding them
+// back once every entry is applied.
+func (l *Log) Apply(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applied = n
+	if n >= len(l.entries) {
+		l.applied = -1
+	}
+	l.moved()
 }
 
 // Trim drops the entries up to and including position n.
@@ -62,11 +93,18 @@ func (l *Log) Trim(n int) {
 	l.trimmed = n
 }
 
-// Fail makes every Read fail with err (nil: succeed again).
+// Fail makes every Read, Wait and WaitApplied fail with err, wrapped in
+// sources.ErrUnavailable when it wraps no error of the log's (nil:
+// succeed again), and wakes the waiters: the log is down.
 func (l *Log) Fail(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err != nil && !errors.Is(err, sources.ErrInvalid) && !errors.Is(err, sources.ErrExpired) &&
+		!errors.Is(err, sources.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", sources.ErrUnavailable, err)
+	}
 	l.err = err
+	l.moved()
 }
 
 // Reads returns the resources every Read was given.
@@ -134,8 +172,7 @@ func (l *Log) Read(ctx context.Context, since string, resources []string, max in
 
 // Wait waits as changes.Log.Wait does.
 func (l *Log) Wait(ctx context.Context, since string) error {
-	for {
-		l.mu.Lock()
+	return l.await(ctx, func() (bool, error) {
 		n, ok := Position(since)
 		if !ok {
 			n = l.trimmed
@@ -143,9 +180,41 @@ func (l *Log) Wait(ctx context.Context, since string) error {
 		if since == "now" {
 			n = len(l.entries)
 		}
-		has, grew := len(l.entries) > n, l.grew
+		return len(l.entries) > n, nil
+	})
+}
+
+// WaitApplied waits as changes.Log.WaitApplied does: until every entry
+// up to tok is applied (Hold, Apply); a position ahead of the log is
+// sources.ErrExpired, as after a lost tail.
+func (l *Log) WaitApplied(ctx context.Context, tok string) error {
+	n, ok := Position(tok)
+	if !ok {
+		return fmt.Errorf("test log: %q: %w", tok, sources.ErrInvalid)
+	}
+	return l.await(ctx, func() (bool, error) {
+		if n > len(l.entries) {
+			return false, fmt.Errorf("test log: %q is ahead of the log: %w", tok, sources.ErrExpired)
+		}
+		return l.applied < 0 || n <= l.applied, nil
+	})
+}
+
+// await waits until done, which runs under l.mu, reports true (or
+// fails), or the log fails, or ctx ends.
+func (l *Log) await(ctx context.Context, done func() (bool, error)) error {
+	for {
+		l.mu.Lock()
+		err, grew := l.err, l.grew
+		ok := false
+		if err == nil {
+			ok, err = done()
+		}
 		l.mu.Unlock()
-		if has {
+		if err != nil {
+			return err
+		}
+		if ok {
 			return nil
 		}
 		select {
