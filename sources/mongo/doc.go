@@ -98,7 +98,7 @@
 // one served, by the query's keys then _id (walk.go has the filter, which
 // follows MongoDB's cross-type sort exactly), and asks for one document
 // more than it shows, to know whether another page follows. The
-// position is the last document's MongoDB sort keys (sandbox.SortKey).
+// position is the last document's MongoDB sort keys (bsonorder.SortKey).
 // The total is countDocuments on the client's filter, unless a walk's
 // first page holds the whole list. Values the documents decode to other
 // types (Decimal128, binary, regular expressions, timestamps) are walked

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/sandbox"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 )
 
 // A document walk pages by keyset: each page is the documents that sort
@@ -32,7 +32,7 @@ import (
 // and arrays nested in arrays, may be walked out of order.
 
 // walkFilter returns the filter of the documents after a walk's
-// position, over keys (sandbox.WalkKeys: the sort, then _id).
+// position, over keys (bsonorder.WalkKeys: the sort, then _id).
 func walkFilter(keys []sources.SortKey, vals []any) (*sources.Doc, error) {
 	if len(vals) != len(keys) {
 		return nil, fmt.Errorf("a position of %d values for %d sort keys: %w", len(vals), len(keys), sources.ErrCursor)
@@ -77,13 +77,13 @@ const (
 )
 
 // bracketOf is the sort bracket of a position's value: its type's rank
-// in MongoDB's order, as the sandbox compares them (the brackets above),
+// in MongoDB's order (bsonorder.TypeRank, the brackets above),
 // and bracketEmpty for an empty array's key.
 func bracketOf(v any) int {
 	if a, ok := v.([]any); ok && len(a) == 0 {
 		return bracketEmpty
 	}
-	return sandbox.TypeRank(v)
+	return int(bsonorder.TypeRank(v))
 }
 
 // typesBetween are the $type aliases of the brackets from lo to hi,
