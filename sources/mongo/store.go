@@ -211,8 +211,10 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 			find = conjoin(filter, after)
 		}
 	}
-	fo := options.Find().SetSkip(int64(skip)).SetLimit(int64(fetch)).SetBatchSize(int32(fetch))
-	fo.SetSort(sort)
+	fo := options.Find().SetSort(sort).SetLimit(int64(fetch)).SetBatchSize(int32(fetch))
+	if skip > 0 { // never on a walk, whose position is in the filter
+		fo.SetSkip(int64(skip))
+	}
 	label := sources.MetricName(coll)
 	docs, err := s.find(ctx, "find", label, coll, find, fo)
 	if err != nil {
