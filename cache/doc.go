@@ -36,7 +36,8 @@
 // Two packages below this one import nothing of it, and are the cache's
 // all the same:
 //
-//	cache/feed       the fleet's one watcher of the database's changes (or its poller)
+//	cache/feed       the change feeds: the database's, one watcher (or poller) for the fleet;
+//	                 a sandbox directory's, on every replica
 //	cache/changelog  the log of those changes, which every replica follows and /changes serves
 //
 // They import nothing of package cache because each declares the little
@@ -51,8 +52,8 @@
 // runs, which sees no deletions. Both keep their state in the cache's
 // Redis tier (the lease, the resume token, the mode, the stream: keys of
 // cache/redistier's table), which cmd/prodapi builds once and hands to
-// the cache, the feed and the log. The server reads the log through an
-// interface of its own. Neither package reaches the server, the enricher
+// the cache, the feed and the log. /changes (server/changes) reads the
+// log through an interface of its own. Neither package reaches the server, the enricher
 // or a driver, and the feed nothing of the cache (the dependency test).
 //
 // # Keys
