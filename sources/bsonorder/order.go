@@ -11,29 +11,26 @@ import (
 )
 
 // A Rank is a value's type's place in MongoDB's order of types, in which
-// values of different types compare and sort. Binary data (6),
-// timestamps (10) and regular expressions (11) have their places too,
-// though documents here never hold them (the adapters decode them to
-// other types).
+// values of different types compare and sort: null 1, numbers 2, strings
+// 3, documents 4, arrays 5, binary data 6, ObjectIds 7, booleans 8,
+// dates 9, timestamps 10, regular expressions 11. Documents here never
+// hold binary data, timestamps or regular expressions (the adapters
+// decode them to other types), so no value has those ranks.
 type Rank int
 
 // The ranks of the types documents hold. A value of no BSON type (a
 // programming error upstream) is RankUnknown: it sorts after everything
 // and equals nothing.
 const (
-	RankEmptyArray Rank = 0 // in sort keys only: [] sorts before null
-	RankNull       Rank = 1
-	RankNumber     Rank = 2
-	RankString     Rank = 3
-	RankDoc        Rank = 4
-	RankArray      Rank = 5
-	RankBinary     Rank = 6
-	RankObjectID   Rank = 7
-	RankBool       Rank = 8
-	RankDate       Rank = 9
-	RankTimestamp  Rank = 10
-	RankRegex      Rank = 11
-	RankUnknown    Rank = 100
+	RankNull     Rank = 1
+	RankNumber   Rank = 2
+	RankString   Rank = 3
+	RankDoc      Rank = 4
+	RankArray    Rank = 5
+	RankObjectID Rank = 7
+	RankBool     Rank = 8
+	RankDate     Rank = 9
+	RankUnknown  Rank = 100
 )
 
 // maxDepth bounds recursion into values, so that a pathological (cyclic)
