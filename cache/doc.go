@@ -49,7 +49,7 @@
 // change to the cache before it logs it, the cache tells the other
 // replicas, and the feed's mode (Mode) picks the entries' lifetimes: the
 // longer feed TTLs while a stream watches, the plain TTLs while a poll
-// runs, which sees no deletions. Both keep their state in the cache's
+// runs, which sees deletions only once per reconcile. Both keep their state in the cache's
 // Redis tier (the lease, the resume token, the mode, the stream: keys of
 // cache/redistier's table), which cmd/prodapi builds once and hands to
 // the cache, the feed and the log. /changes (server/changes) reads the
