@@ -31,6 +31,31 @@
 // keeps a local hit's representation for a second. A hit builds its key
 // in a buffer on its stack and asks the in-process tier with it in place.
 //
+// # The change feed and the change log
+//
+// Two packages below this one import nothing of it, and are the cache's
+// all the same:
+//
+//	cache/feed       the change feeds: the database's, one watcher (or poller) for the fleet;
+//	                 a sandbox directory's, on every replica
+//	cache/changelog  the log of those changes, which every replica follows and /changes serves
+//
+// They import nothing of package cache because each declares the little
+// it uses, as Go's consumers do: the feed applies changes to an Applier,
+// which *Cache is, and keeps its lease and token in a Coordinator, which
+// the Redis tier is; the log appends to a Stream, the Redis tier again.
+// What makes them the cache's is what they are for and where they keep
+// their state. The feed exists to keep entries true: it applies every
+// change to the cache before it logs it, the cache tells the other
+// replicas, and the feed's mode (Mode) picks the entries' lifetimes: the
+// longer feed TTLs while a stream watches, the plain TTLs while a poll
+// runs, which sees deletions only once per reconcile. Both keep their state in the cache's
+// Redis tier (the lease, the resume token, the mode, the stream: keys of
+// cache/redistier's table), which cmd/prodapi builds once and hands to
+// the cache, the feed and the log. /changes (server/changes) reads the
+// log through an interface of its own. Neither package reaches the server, the enricher
+// or a driver, and the feed nothing of the cache (the dependency test).
+//
 // # Keys
 //
 // Key is the only function that builds a key:
