@@ -280,6 +280,11 @@ func (s *service) openCache(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if rdb == nil {
+		logger.Warn("REDIS_URL is not set: this replica's cache and change log are its own, so several replicas need Redis "+
+			"(without it each keeps a /changes of its own, whose tokens the others refuse, and drops only what it saw change)",
+			"fix", "run one replica, or set REDIS_URL (the chart's redis.url or redis.existingSecret)")
+	}
 	// While the database's change stream runs, entries are obsoleted as
 	// their documents change: they may live long (config.Cache.FeedTTL).
 	// A poll does not see deletions: the TTLs stay.
