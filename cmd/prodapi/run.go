@@ -220,7 +220,7 @@ func (s *service) openLog() {
 	s.logs = newLogOutput(s.e.stderr, s.registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	s.undo = append(s.undo, func() { s.logs.Close() })
-	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: level, ReplaceAttr: goDurations}))
 	s.logger = logger
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
@@ -237,6 +237,16 @@ func (s *service) openLog() {
 			"of this process's own, so they fail after a restart and on any other replica")
 	}
 	s.cursorKey = cursorKey
+}
+
+// goDurations writes a duration attribute as Go writes it ("1.5s"), as
+// the settings are written, whatever package logged it: the JSON handler
+// would write nanoseconds. (The access log's duration_us is its own.)
+func goDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // openTracing starts the tracing SDK when PRODAPI_TRACING asks for it.
@@ -543,7 +553,7 @@ func (s *service) shutdown(ctx context.Context) error {
 	// (on the operator listener, which serves until the API has drained)
 	// stop sending before the API's listener closes.
 	s.srv.Drain()
-	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
+	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
 	if s.e.draining != nil {
 		s.e.draining()
 	}
