@@ -149,6 +149,11 @@ type Config struct {
 	// sentence each, for the start-up log.
 	Warnings []string
 
+	// invalid are the variables whose values LoadFrom refused, by name:
+	// their rows in `prodapi config` show the value set and why it was
+	// refused (Setting.Shown), not the default the field fell back on.
+	invalid map[string]*invalidValue
+
 	// urlDefault and mediaDefault are true when URL and MediaPrefix are
 	// derived from the port, not set: Listening moves them.
 	urlDefault, mediaDefault bool
@@ -418,14 +423,14 @@ func LoadFrom(e Env) (Config, error) {
 	c.Tracing = p.tracing()
 
 	if !validPort(c.Port) {
-		p.errorf("PORT %q is not a port number", c.Port)
+		p.invalid("PORT", "is not a port number")
 	}
 	p.listenAddr("PRODAPI_OPS_ADDR", c.OpsAddr)
 	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
-		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
+		p.invalid("PRODAPI_TRUSTED_PROXY_HEADER", "is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)")
 	}
 	if !prefixPattern.MatchString(c.URLPrefix) {
-		p.errorf("PRODAPI_URL_PREFIX %q must be path segments of letters, digits and -._~", c.URLPrefix)
+		p.invalid("PRODAPI_URL_PREFIX", "must be path segments of letters, digits and -._~")
 	}
 	for _, u := range []struct{ name, value string }{
 		{"PRODAPI_URL", c.URL}, {"MEDIA_PREFIX", c.MediaPrefix}, {"ELASTICSEARCH_URL", string(c.ElasticURL)},
@@ -435,52 +440,54 @@ func LoadFrom(e Env) (Config, error) {
 			continue
 		}
 		if parsed, err := url.Parse(u.value); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-			p.errorf("%s must be an http(s) URL", u.name)
+			p.invalidURL(u.name, u.value, "must be an http(s) URL")
 		}
 	}
 	if t, err := url.Parse(c.TokenURL); c.TokenURL != "" && (err != nil || (t.Scheme != "http" && t.Scheme != "https") || t.User != nil || !hostPattern.MatchString(t.Host)) {
-		p.errorf("PRODAPI_TOKEN_URL must be an http(s) URL without credentials, the token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token)")
+		p.invalidURL("PRODAPI_TOKEN_URL", c.TokenURL, "must be an http(s) URL without credentials, the token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token)")
 	}
 	if m, err := url.Parse(string(c.MongoURI)); err != nil || (m.Scheme != "mongodb" && m.Scheme != "mongodb+srv") {
-		p.errorf("MONGO_URI must be a mongodb:// or mongodb+srv:// URI")
+		p.invalidURL("MONGO_URI", string(c.MongoURI), "must be a mongodb:// or mongodb+srv:// URI")
 	}
 	if c.Cache.RedisURL != "" {
 		if r, err := url.Parse(string(c.Cache.RedisURL)); err != nil || !strings.HasPrefix(r.Scheme, "redis") {
-			p.errorf("REDIS_URL must be a redis://, rediss:// or redis-sentinel:// URL")
+			p.invalidURL("REDIS_URL", string(c.Cache.RedisURL), "must be a redis://, rediss:// or redis-sentinel:// URL")
 		}
 	}
 	if c.AuthEnabled && c.Secret == "" {
 		p.errorf("AUTH_SERVER_SHARED_SECRET is empty while PRODAPI_AUTH_ENABLED is true: set the secret Superdesk's auth server signs tokens with, or PRODAPI_AUTH_ENABLED=false for an open API")
 	}
 	if c.CursorSecret != "" && len(c.CursorSecret) < MinSecretLength {
-		p.errorf("PRODAPI_CURSOR_SECRET is shorter than %d bytes: a short secret would let cursors be forged", MinSecretLength)
+		reason := fmt.Sprintf("is shorter than %d bytes: a short secret would let cursors be forged", MinSecretLength)
+		p.errorf("PRODAPI_CURSOR_SECRET %s", reason)
+		p.mark("PRODAPI_CURSOR_SECRET", c.CursorSecret.String(), reason)
 	}
 	if c.MaxConns < 1 {
-		p.errorf("PRODAPI_MAX_CONNS %d must be at least 1", c.MaxConns)
+		p.invalid("PRODAPI_MAX_CONNS", "must be at least 1")
 	}
 	if c.ChangesMaxStreams < 1 {
-		p.errorf("PRODAPI_CHANGES_MAX_STREAMS %d must be at least 1", c.ChangesMaxStreams)
+		p.invalid("PRODAPI_CHANGES_MAX_STREAMS", "must be at least 1")
 	}
 	if c.ChangesWriteTimeout <= 0 {
-		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
+		p.invalid("PRODAPI_CHANGES_WRITE_TIMEOUT", "must be above 0: a consumer that does not read is dropped after it")
 	}
 	if c.MinPositionWait <= 0 || c.MinPositionWait > time.Minute {
 		p.errorf("PRODAPI_MIN_POSITION_WAIT %s must be above 0 and at most 1m: a request with min_position waits it at most", c.MinPositionWait)
 	}
 	if c.ChangesRetain < time.Minute {
-		p.errorf("PRODAPI_CHANGES_RETAIN %s must be at least 1m: a client resumes within it", c.ChangesRetain)
+		p.invalid("PRODAPI_CHANGES_RETAIN", "must be at least 1m: a client resumes within it")
 	}
 	if c.FeedPoll < 10*time.Millisecond {
-		p.errorf("PRODAPI_FEED_POLL %s must be at least 10ms: each poll queries every collection", c.FeedPoll)
+		p.invalid("PRODAPI_FEED_POLL", "must be at least 10ms: each poll queries every collection")
 	}
 	if c.FeedReconcile < 100*time.Millisecond {
 		p.errorf("PRODAPI_FEED_RECONCILE %s must be at least 100ms: each round reads every collection's ids", c.FeedReconcile)
 	}
 	if c.AuthLeeway > time.Minute {
-		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)
+		p.invalid("AUTH_LEEWAY", "is more than a minute")
 	}
 	if c.ObjStore.URLLifetime > 7*24*time.Hour {
-		p.errorf("PRODAPI_ASSET_URL_LIFETIME %s is more than the 7 days S3 allows", c.ObjStore.URLLifetime)
+		p.invalid("PRODAPI_ASSET_URL_LIFETIME", "is more than the 7 days S3 allows")
 	}
 	p.contradictions(c)
 	if e.Names != nil {
@@ -489,6 +496,7 @@ func LoadFrom(e Env) (Config, error) {
 		c.Warnings = p.typos(e.Names, known)
 	}
 	c.Warnings = append(c.Warnings, proxyWarnings(c)...)
+	c.invalid = p.bad
 	return c, errors.Join(p.errs...)
 }
 
@@ -496,7 +504,7 @@ func LoadFrom(e Env) (Config, error) {
 // listen on: [host]:port.
 func (p *parser) listenAddr(name, value string) {
 	if _, port, err := net.SplitHostPort(value); err != nil || !validPort(port) {
-		p.errorf("%s %q is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)", name, value)
+		p.invalid(name, "is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)")
 	}
 }
 
@@ -557,10 +565,54 @@ func (p *parser) cache(resources []string, invalidated bool) Cache {
 type parser struct {
 	getenv func(string) string
 	errs   []error
+	bad    map[string]*invalidValue // the variables refused (Config.invalid)
+}
+
+// An invalidValue is a variable's value LoadFrom refused: as `prodapi
+// config` shows it, and why.
+type invalidValue struct {
+	shown   string
+	reasons []string
+}
+
+func (v *invalidValue) String() string {
+	return cmp.Or(v.shown, `""`) + " (invalid: " + strings.Join(v.reasons, "; ") + ")"
 }
 
 func (p *parser) errorf(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+// invalid refuses the value of the variable name for reason ("is not a
+// duration"): the start fails with NAME="value" and the reason, and
+// `prodapi config` shows the value beside the reason.
+func (p *parser) invalid(name, reason string) {
+	v := p.getenv(name)
+	p.errorf("%s=%q %s", name, v, reason)
+	p.mark(name, v, reason)
+}
+
+// invalidURL refuses the URL value of the variable name, which may carry
+// credentials: the error names the variable, not the value, and `prodapi
+// config` shows the value with its password masked.
+func (p *parser) invalidURL(name, value, reason string) {
+	p.errorf("%s %s", name, reason)
+	p.mark(name, URL(value).String(), reason)
+}
+
+// mark records that the variable name's value, shown so (redacted where
+// it may hold a secret), was refused for reason, for its row in `prodapi
+// config`. The error is the caller's.
+func (p *parser) mark(name, shown, reason string) {
+	if p.bad == nil {
+		p.bad = map[string]*invalidValue{}
+	}
+	v := p.bad[name]
+	if v == nil {
+		v = &invalidValue{shown: shown}
+		p.bad[name] = v
+	}
+	v.reasons = append(v.reasons, strings.TrimPrefix(reason, "is "))
 }
 
 // bool parses Python's strtobool spellings, as the original read
@@ -576,7 +628,7 @@ func (p *parser) bool(name string, def bool) bool {
 	case "n", "no", "f", "false", "off", "0":
 		return false
 	}
-	p.errorf("%s=%q is not a boolean (use true or false)", name, v)
+	p.invalid(name, "is not a boolean (use true or false)")
 	return def
 }
 
@@ -590,13 +642,13 @@ func (p *parser) duration(name string, def time.Duration) time.Duration {
 	if err != nil {
 		secs, nerr := strconv.ParseFloat(v, 64)
 		if nerr != nil {
-			p.errorf("%s=%q is not a duration (use 10s, 5m, 1h)", name, v)
+			p.invalid(name, "is not a duration (use 10s, 5m, 1h)")
 			return def
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
 	if d < 0 {
-		p.errorf("%s=%q is negative", name, v)
+		p.invalid(name, "is negative")
 		return def
 	}
 	return d
@@ -609,7 +661,7 @@ func (p *parser) uint(name string, def uint64) uint64 {
 	}
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
-		p.errorf("%s=%q is not a non-negative integer", name, v)
+		p.invalid(name, "is not a non-negative integer")
 		return def
 	}
 	return n
@@ -623,7 +675,7 @@ func (p *parser) fraction(name string, def float64) float64 {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f >= 0 && f <= 1) {
-		p.errorf("%s=%q is not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none)", name, v)
+		p.invalid(name, "is not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none)")
 		return def
 	}
 	return f
@@ -636,7 +688,7 @@ func (p *parser) int(name string, def int64) int64 {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		p.errorf("%s=%q is not an integer", name, v)
+		p.invalid(name, "is not an integer")
 		return def
 	}
 	return n
@@ -646,18 +698,23 @@ func (p *parser) int(name string, def int64) int64 {
 // (one address's range), separated by commas or spaces.
 func (p *parser) prefixes(name string) []netip.Prefix {
 	var out []netip.Prefix
-	for _, f := range strings.FieldsFunc(p.getenv(name), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+	v := p.getenv(name)
+	refuse := func(reason string) {
+		p.errorf("%s: %s", name, reason)
+		p.mark(name, v, reason)
+	}
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 		pfx, err := netip.ParsePrefix(f)
 		if err != nil {
 			a, aerr := netip.ParseAddr(f)
 			if aerr != nil || a.Zone() != "" {
-				p.errorf("%s: %q is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address", name, f)
+				refuse(fmt.Sprintf("%q is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address", f))
 				continue
 			}
 			pfx = netip.PrefixFrom(a, a.BitLen())
 		}
 		if pfx.Addr().Is4In6() {
-			p.errorf("%s: %q is an IPv4-mapped range: write it as IPv4", name, f)
+			refuse(fmt.Sprintf("%q is an IPv4-mapped range: write it as IPv4", f))
 			continue
 		}
 		out = append(out, pfx.Masked())
@@ -684,7 +741,7 @@ func (c Config) LogValue() slog.Value {
 		if s.PerResource {
 			key = strings.ToLower(perResourcePrefix) + "by_resource"
 		}
-		attrs = append(attrs, slog.String(key, s.Value(c)))
+		attrs = append(attrs, slog.String(key, s.Shown(c)))
 	}
 	return slog.GroupValue(attrs...)
 }

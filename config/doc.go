@@ -4,7 +4,8 @@
 //
 // The variables are the table of Settings, which `prodapi help` prints
 // with each one's default and `prodapi config` with each one's effective
-// value; the README explains them. LoadFrom refuses a PRODAPI_ variable
+// value (Setting.Shown: a value refused as set, marked invalid with the
+// reason, never the default it fell back on); the README explains them. LoadFrom refuses a PRODAPI_ variable
 // that is not in the table (with a "did you mean" when one is near) and
 // settings that contradict each other. Another variable one edit from a
 // setting's name (a swap of two letters is one edit), or the name in

@@ -29,6 +29,27 @@ type Setting struct {
 	Value func(c Config) string
 }
 
+// Shown is the setting's row in `prodapi config` and the start-up log:
+// its effective value in c or, where LoadFrom refused the value set,
+// that value and why, rather than the default the field fell back on
+// (for the per-resource family, each resource's).
+func (s Setting) Shown(c Config) string {
+	if !s.PerResource {
+		if bad, ok := c.invalid[s.Name]; ok {
+			return bad.String()
+		}
+		return s.Value(c)
+	}
+	parts := strings.Fields(s.Value(c)) // ITEMS=10s ...
+	for i, part := range parts {
+		res, _, _ := strings.Cut(part, "=")
+		if bad, ok := c.invalid[perResourcePrefix+res]; ok {
+			parts[i] = res + "=" + bad.String()
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // perResourcePrefix is the prefix of the per-resource TTL variables.
 const perResourcePrefix = "PRODAPI_CACHE_TTL_"
 

@@ -74,7 +74,7 @@ func (l *Log) lose(err error, retry time.Duration) {
 	if was == nil {
 		l.log.Warn("changelog: cannot read the stream: /changes is unavailable until the follower reads it again", "error", err)
 	} else {
-		l.log.Debug("changelog: following the stream", "error", err, "retry_in", retry)
+		l.log.Debug("changelog: following the stream", "error", err, "retry_in", retry.String())
 	}
 }
 

@@ -330,7 +330,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			continue
 		}
 		f.set(StatusRetrying)
-		f.log.Warn("feed: the change stream or the poll failed; retrying", "error", err, "in", pause)
+		f.log.Warn("feed: the change stream or the poll failed; retrying", "error", err, "in", pause.String())
 		_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
 		if !sleep(ctx, pause) {
 			return ctx.Err()
@@ -384,7 +384,7 @@ func (f *Feed) leadOnce(ctx context.Context) error {
 		f.noStreams = true
 		f.mu.Unlock()
 		f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB): polling _updated instead; "+
-			"deletions are seen when the ids are reconciled", "every", f.opts.PollEvery, "reconcile", f.reconcileEvery(), "error", err)
+			"deletions are seen when the ids are reconciled", "every", f.opts.PollEvery.String(), "reconcile", f.reconcileEvery().String(), "error", err)
 	}
 	f.set(StatusPolling)
 	f.say(ctx, ModePoll)

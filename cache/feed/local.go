@@ -291,7 +291,7 @@ func (l *Local) appendQueued(ctx context.Context) {
 				l.coalesced = 0
 				l.mu.Unlock()
 				l.l.Info("change feed: the change log takes appends again; the queued changes are in it",
-					"source", l.opts.Source, "down", time.Since(down).Round(time.Millisecond), "retries", retries, "coalesced", coalesced)
+					"source", l.opts.Source, "down", time.Since(down).Round(time.Millisecond).String(), "retries", retries, "coalesced", coalesced)
 				down, retries, pause = time.Time{}, 0, l.opts.Pause
 			}
 			continue

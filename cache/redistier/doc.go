@@ -72,7 +72,9 @@
 // lets one call through as a probe (one at a time): its success closes the
 // breaker, its failure opens it for another 2s. Reply errors (out of
 // memory, read-only) count as successes: Redis is there, so reads go on
-// when only writes fail. A read the request stopped waiting for counts
+// when only writes fail. A refusal of the client's credentials (NOAUTH,
+// WRONGPASS: AuthError) counts as a failure: every call would dial a
+// connection only to be refused. A read the request stopped waiting for counts
 // only once sickAfter has passed without a reply; another call cut short
 // by its deadline is no verdict.
 //

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/redis/go-redis/v9"
@@ -139,8 +140,11 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
 	}
 	// go-redis reports dial failures through its own package-level logger;
-	// main owns process-wide settings, so route it into our JSON log.
-	redis.SetLogger(redisLogger{b.logger})
+	// main owns process-wide settings, so route it into our JSON log. A
+	// refusal of the credentials it does not report: the hook does.
+	th := newThrottle(redisLogEvery, time.Now)
+	redis.SetLogger(redisLogger{l: b.logger, th: th})
+	rdb.AddHook(authAlarm{l: b.logger, th: th, url: cfg.Cache.RedisURL})
 	b.closers = append(b.closers, func(context.Context) error { return rdb.Close() })
 	b.checks = append(b.checks, server.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return rdb, nil
@@ -165,13 +169,6 @@ func redact(err error, u config.URL) string {
 		}
 	}
 	return msg
-}
-
-// redisLogger writes go-redis's own messages as warnings.
-type redisLogger struct{ l *slog.Logger }
-
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // close closes the clients in reverse order of creation.

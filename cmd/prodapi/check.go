@@ -145,8 +145,10 @@ func checkMongo(ctx context.Context, p *checkState) []finding {
 func checkChangeStreams(ctx context.Context, p *checkState) []finding {
 	const subject = "change streams"
 	switch {
+	case p.backends.mongo == nil && p.backends.watcher != nil:
+		return []finding{found(levelInfo, subject, "not used: the sandbox directory is watched, and reports its own changes")}
 	case p.backends.mongo == nil:
-		return []finding{found(levelInfo, subject, "not used: a watched sandbox directory reports its own changes")}
+		return []finding{found(levelInfo, subject, "not used, and nothing is watched: the sandbox %s never changes", p.cfg.Sandbox)}
 	case !p.mongoUp:
 		return []finding{found(levelInfo, subject, "not checked: MongoDB cannot be used")}
 	}

@@ -213,3 +213,18 @@ func TestRealCheck(t *testing.T) {
 		`prodapi can work with this platform: \d+ warnings\.$`,
 	)
 }
+
+// On the sandbox, prodapi check says a directory is watched, and the
+// embedded sample, which has nothing to watch, is not.
+func TestCheckSandboxWatched(t *testing.T) {
+	for _, tc := range []struct{ sandbox, want string }{
+		{"sample", `  -  change streams +not used, and nothing is watched: the sandbox sample never changes$`},
+		{t.TempDir(), `  -  change streams +not used: the sandbox directory is watched, and reports its own changes$`},
+	} {
+		out, errOut, exit, err := cli(t, map[string]string{"AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_SANDBOX": tc.sandbox}, "check")
+		if exit != 0 {
+			t.Fatalf("%s: exit %d: %v\n%s%s", tc.sandbox, exit, err, out, errOut)
+		}
+		wantLines(t, out, tc.want)
+	}
+}

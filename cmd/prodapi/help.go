@@ -50,7 +50,7 @@ func printConfig(e env) error {
 	cfg, err := loadConfig(e)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	for _, s := range config.Settings() {
-		fmt.Fprintf(tw, "%s\t%s\n", s.Name, orNone(s.Value(cfg)))
+		fmt.Fprintf(tw, "%s\t%s\n", s.Name, orNone(s.Shown(cfg)))
 	}
 	tw.Flush()
 	for _, w := range cfg.Warnings {

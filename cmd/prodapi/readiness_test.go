@@ -51,7 +51,7 @@ func TestShutdownDrains(t *testing.T) {
 	if took := time.Since(signalled); took < delay {
 		t.Errorf("run returned %s after SIGTERM, within PRODAPI_SHUTDOWN_DELAY=%s", took, delay)
 	}
-	if !strings.Contains(in.stderr.String(), `"msg":"shutting down","delay":300000000,`) {
+	if !strings.Contains(in.stderr.String(), `"msg":"shutting down","delay":"300ms",`) {
 		t.Errorf("no shutdown line naming the delay:\n%s", in.stderr)
 	}
 }

@@ -220,7 +220,7 @@ func (s *service) openLog() {
 	s.logs = newLogOutput(s.e.stderr, s.registry.Counter("prodapi_log_lines_dropped_total",
 		"Log lines dropped because the log sink (stderr) was blocked and the buffer in front of it full."))
 	s.undo = append(s.undo, func() { s.logs.Close() })
-	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewJSONHandler(s.logs, &slog.HandlerOptions{Level: level, ReplaceAttr: goDurations}))
 	s.logger = logger
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
@@ -237,6 +237,16 @@ func (s *service) openLog() {
 			"of this process's own, so they fail after a restart and on any other replica")
 	}
 	s.cursorKey = cursorKey
+}
+
+// goDurations writes a duration attribute as Go writes it ("1.5s"), as
+// the settings are written, whatever package logged it: the JSON handler
+// would write nanoseconds. (The access log's duration_us is its own.)
+func goDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // openTracing starts the tracing SDK when PRODAPI_TRACING asks for it.
@@ -279,6 +289,11 @@ func (s *service) openCache(ctx context.Context) error {
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err
+	}
+	if rdb == nil {
+		logger.Warn("REDIS_URL is not set: this replica's cache and change log are its own, so several replicas need Redis "+
+			"(without it each keeps a /changes of its own, whose tokens the others refuse, and drops only what it saw change)",
+			"fix", "run one replica, or set REDIS_URL (the chart's redis.url or redis.existingSecret)")
 	}
 	// While the database's change stream runs, entries are obsoleted as
 	// their documents change: they may live long (config.Cache.FeedTTL).
@@ -555,7 +570,7 @@ func (s *service) shutdown(ctx context.Context) error {
 	// (on the operator listener, which serves until the API has drained)
 	// stop sending before the API's listener closes.
 	s.srv.Drain()
-	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay, "grace", cfg.ShutdownGrace)
+	s.logger.Info("shutting down", "delay", cfg.ShutdownDelay.String(), "grace", cfg.ShutdownGrace.String())
 	if s.e.draining != nil {
 		s.e.draining()
 	}

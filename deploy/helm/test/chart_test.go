@@ -258,6 +258,9 @@ func TestDefaults(t *testing.T) {
 	if got := envVar(t, c, "PRODAPI_URL").Value; got != publicURL {
 		t.Errorf("PRODAPI_URL = %q, want publicURL %q", got, publicURL)
 	}
+	if hasEnv(c, "PRODAPI_TOKEN_URL") {
+		t.Error("PRODAPI_TOKEN_URL written while auth.tokenURL is unset")
+	}
 	// 90% of the 512Mi limit.
 	if got := envVar(t, c, "GOMEMLIMIT").Value; got != "483183820" {
 		t.Errorf("GOMEMLIMIT = %q, want 483183820 (90%% of 512Mi)", got)
@@ -319,7 +322,8 @@ func TestDefaults(t *testing.T) {
 
 func TestValuesBecomeSettings(t *testing.T) {
 	objs := renderAndDecode(t, map[string]any{
-		"auth":          map[string]any{"existingSecret": "superdesk-auth", "existingSecretKey": "secret", "audience": "prodapi"},
+		"auth": map[string]any{"existingSecret": "superdesk-auth", "existingSecretKey": "secret", "audience": "prodapi",
+			"tokenURL": "https://superdesk.example/api/auth_server/token"},
 		"publicURL":     "https://news.example",
 		"mongo":         map[string]any{"uri": "mongodb://mongo-0.mongo:27017,mongo-1.mongo:27017/superdesk?replicaSet=rs0"},
 		"elasticsearch": map[string]any{"url": "http://es:9200", "index": "sd"},
@@ -354,7 +358,7 @@ func TestValuesBecomeSettings(t *testing.T) {
 		"PRODAPI_CACHE_TTL_ITEMS": "3s", "PRODAPI_CACHE_TTL_EVENTS_HISTORY": "1m", "PRODAPI_CACHE_TTL": "30s",
 		"PRODAPI_CACHE_STALE": "5m", "PRODAPI_CACHE_TTL_ASSETS": "5m", "ELASTICSEARCH_INDEX": "sd", "PRODAPI_AUDIENCE": "prodapi",
 		"OBJSTORE_CONTAINER_NAME": "media", "PRODAPI_BACKEND_TIMEOUT": "3s", "DEBUG": "true",
-		"PRODAPI_READY_REQUIRES_BACKENDS": "true",
+		"PRODAPI_READY_REQUIRES_BACKENDS": "true", "PRODAPI_TOKEN_URL": "https://superdesk.example/api/auth_server/token",
 	} {
 		if got := envVar(t, c, name).Value; got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -404,6 +408,8 @@ func TestRefusals(t *testing.T) {
 			"terminationGracePeriodSeconds (30) must exceed preStopSleepSeconds + shutdownDelaySeconds + shutdownGraceSeconds (5 + 5 + 30 = 40)"},
 		{"a misspelt value", with(map[string]any{"replicaCont": 3}), "replicaCont"},
 		{"a misspelt nested value", with(map[string]any{"redis": map[string]any{"uri": "redis://r:6379"}}), "uri"},
+		{"a token URL that is no URL", with(map[string]any{"auth": map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more",
+			"tokenURL": "superdesk.example/api/auth_server/token"}}), "tokenURL"},
 		{"admin without a secret", with(map[string]any{"admin": map[string]any{"enabled": true}}), "set admin.existingSecret"},
 		{"an Ingress without hosts", with(map[string]any{"ingress": map[string]any{"enabled": true}}), "ingress.hosts"},
 		{"an HTTPRoute without a Gateway", with(map[string]any{"httpRoute": map[string]any{"enabled": true}}), "httpRoute.parentRefs"},
