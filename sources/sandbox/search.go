@@ -45,7 +45,7 @@ func SearchSorted(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sourc
 		now = time.Now()
 	}
 	env := &searchEnv{now: now, an: newAnalyzer()}
-	return env.searchSorted(docs, body)
+	return env.searchSorted(docSlice(docs), body)
 }
 
 type searchReq struct {
@@ -131,24 +131,57 @@ type hit struct {
 	keys  []sortKey
 }
 
-func (env *searchEnv) search(docs []*sources.Doc, body *sources.Doc) (*sources.Result, error) {
-	res, _, err := env.searchSorted(docs, body)
+func (env *searchEnv) search(set docSet, body *sources.Doc) (*sources.Result, error) {
+	res, _, err := env.searchSorted(set, body)
 	return res, err
 }
 
-func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sources.Result, [][]any, error) {
+func (env *searchEnv) searchSorted(set docSet, body *sources.Doc) (*sources.Result, [][]any, error) {
 	req, err := env.compileBody(body)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(req.aggs) == 0 && orderable(req.sort) {
+		return env.searchInOrder(set, req, sortJSON(body))
+	}
+	return env.scan(set, req)
+}
+
+// scan answers a search by evaluating every document, as sortHits and
+// the aggregations need: sorts by _score, nested filters, aggregations.
+// Each document is read for the fields the query reads, and keeps those
+// the rest of the search reads.
+func (env *searchEnv) scan(set docSet, req *searchReq) (*sources.Result, [][]any, error) {
+	var read, keep fieldSet
+	read.query(req.query)
+	keep.query(req.post)
+	keep.sorts(req.sort)
+	keep.aggs(req.aggs)
+	keep.add("_id")
+	read.all = read.all || keep.all
+	for _, n := range keep.names {
+		read.add(n)
+	}
+	var all []*sources.Doc // every document, for min_doc_count 0
+	keepAll := minDocCountZero(req.aggs)
 	c := &evalCtx{env: env}
 	var hits []hit
-	for i, d := range docs {
+	for i := range set.size() {
+		d, err := read.read(set, i)
+		if err != nil {
+			return nil, nil, err
+		}
 		if d == nil {
 			continue
 		}
 		if ok, s := req.query.eval(c, d); ok {
+			d = keep.pick(d)
 			hits = append(hits, hit{i: i, doc: d, score: s})
+		} else if keepAll {
+			d = keep.pick(d)
+		}
+		if keepAll {
+			all = append(all, d)
 		}
 	}
 	res := &sources.Result{}
@@ -157,7 +190,8 @@ func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sou
 		for i, h := range hits {
 			matched[i] = h.doc
 		}
-		if res.Aggregations, err = c.runAggs(req.aggs, matched, docs); err != nil {
+		var err error
+		if res.Aggregations, err = c.runAggs(req.aggs, matched, all); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -186,10 +220,25 @@ func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sou
 	res.Docs = make([]*sources.Doc, 0, end-start)
 	values := make([][]any, 0, end-start)
 	for _, h := range hits[start:end] {
-		res.Docs = append(res.Docs, req.src.apply(h.doc))
+		d, err := set.doc(h.i)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Docs = append(res.Docs, req.src.apply(d))
 		values = append(values, sortValuesOf(h.keys))
 	}
 	return res, values, nil
+}
+
+// minDocCountZero reports whether an aggregation lists the terms of
+// every document.
+func minDocCountZero(specs []*aggSpec) bool {
+	for _, a := range specs {
+		if a.minDocCount == 0 || minDocCountZero(a.sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // sortValuesOf writes a hit's sort keys as Elasticsearch's sort values.
@@ -408,9 +457,11 @@ func (env *searchEnv) sortKeyOf(v any, kw, html bool) (sortKey, bool) {
 	case sources.ObjectID:
 		return sortKey{isStr: true, str: v.Hex()}, true
 	case string:
-		if !kw {
-			if a := env.an.analyze(v, html); a.isDate {
-				return sortKey{num: float64(a.date.UnixMilli())}, true
+		// As the analyzer reads dates (analyzed.isDate), without keeping
+		// an analysis of every value sorted on: HTML is never a date.
+		if !kw && !html {
+			if t, ok := parseStoredDate(v); ok {
+				return sortKey{num: float64(t.UnixMilli())}, true
 			}
 		}
 		return sortKey{isStr: true, str: v}, true

@@ -1,0 +1,376 @@
+package sandbox
+
+import (
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
+	"github.com/prodapi/prodapi/sources/codec"
+)
+
+// Orders and the fields queries read.
+//
+// A search sorted on fields (no _score, no nested filter) and without
+// aggregations pages through the collection's order for that sort: the
+// documents sorted once, with their sort keys, kept by the collection
+// (coll.sorted) and rebuilt when a reload changes it. A page is then the
+// documents after the position (search_after or the cursor's) that match
+// the query, found in that order; the total counts matches until it
+// reaches the request's limit. Document lists do the same with MongoDB's
+// order (bsonorder), their total being exact. A query that reads no field
+// (match_all, an empty where) reads no document; one that reads some
+// fields decodes only those (fieldSet); the rest decode whole documents.
+
+// A fieldSet is the top-level fields a query, a sort or an aggregation
+// reads; all when it reads every field (or cannot tell).
+type fieldSet struct {
+	names []string
+	all   bool
+}
+
+func (fs *fieldSet) add(name string) {
+	if !slices.Contains(fs.names, name) {
+		fs.names = append(fs.names, name)
+	}
+}
+
+func (fs *fieldSet) ref(f fieldRef) {
+	switch {
+	case f.all || f.pattern:
+		fs.all = true
+	case f.isID:
+		fs.add("_id")
+	default:
+		fs.add(f.segs[0])
+	}
+}
+
+// none reports whether nothing is read: the query's answer is the same
+// for every document.
+func (fs *fieldSet) none() bool { return !fs.all && len(fs.names) == 0 }
+
+// query adds the fields q reads.
+func (fs *fieldSet) query(q query) {
+	switch q := q.(type) {
+	case nil, constQ:
+	case boolQ:
+		for _, list := range [][]query{q.must, q.filter, q.should, q.mustNot} {
+			for _, m := range list {
+				fs.query(m)
+			}
+		}
+	case disMaxQ:
+		for _, m := range q.qs {
+			fs.query(m)
+		}
+	case constantScoreQ:
+		fs.query(q.q)
+	case constantBoost:
+		fs.query(q.q)
+	case termQ:
+		fs.ref(q.f)
+	case existsQ:
+		fs.ref(q.f)
+	case patternQ:
+		fs.ref(q.f)
+	case rangeQ:
+		fs.ref(q.f)
+	case *matchQ:
+		for _, f := range q.fields {
+			fs.ref(f)
+		}
+	case idsQ:
+		fs.add("_id")
+	case nestedQ:
+		fs.add(q.segs[0])
+		fs.query(q.q)
+	default:
+		fs.all = true
+	}
+}
+
+func (fs *fieldSet) sorts(specs []sortSpec) {
+	for _, s := range specs {
+		if s.kind != sortField {
+			continue
+		}
+		fs.ref(s.f)
+		if s.nestedPath != "" {
+			fs.add(s.nestedSegs[0])
+			fs.query(s.nestedFilter)
+		}
+	}
+}
+
+func (fs *fieldSet) aggs(specs []*aggSpec) {
+	for _, a := range specs {
+		fs.ref(a.field)
+		fs.aggs(a.sub)
+	}
+}
+
+// filter adds the fields a MongoDB filter reads.
+func (fs *fieldSet) filter(f *sources.Doc) {
+	for _, fl := range f.Fields() {
+		switch fl.Key {
+		case "$and", "$or", "$nor":
+			list, _ := normalize(fl.Value).([]any)
+			for _, e := range list {
+				if sub, ok := e.(*sources.Doc); ok {
+					fs.filter(sub)
+				} else {
+					fs.all = true
+				}
+			}
+		default:
+			if strings.HasPrefix(fl.Key, "$") {
+				fs.all = true
+				continue
+			}
+			head, _, _ := strings.Cut(fl.Key, ".")
+			fs.add(head)
+		}
+	}
+}
+
+// pick is d with only the fields of fs.
+func (fs *fieldSet) pick(d *sources.Doc) *sources.Doc {
+	if fs.all {
+		return d
+	}
+	out := make([]sources.Field, 0, len(fs.names))
+	for _, f := range d.Fields() {
+		if slices.Contains(fs.names, f.Key) {
+			out = append(out, f)
+		}
+	}
+	return sources.NewDoc(out...)
+}
+
+// read decodes what fs reads of document i of set.
+func (fs *fieldSet) read(set docSet, i int) (*sources.Doc, error) {
+	return set.fields(i, fs.names, fs.all)
+}
+
+// orderable reports whether a search's sort gives every document its
+// keys whatever the query: no _score, no nested filter.
+func orderable(specs []sortSpec) bool {
+	for _, s := range specs {
+		if s.kind == sortScore || s.nestedFilter != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// A hitOrder is the non-nil documents of a set sorted as sortHits sorts
+// hits: pos are their indexes, keys their sort keys (len(specs) each).
+// failed is set when some document's keys could not be computed: pages
+// then sort their hits as before, which fails only when a hit is one of
+// those documents.
+type hitOrder struct {
+	pos    []int32
+	keys   []sortKey
+	failed bool
+}
+
+func (env *searchEnv) buildOrder(set docSet, specs []sortSpec) (*hitOrder, error) {
+	var need fieldSet
+	need.sorts(specs)
+	need.add("_id")
+	c := &evalCtx{env: env}
+	k := len(specs)
+	n := set.size()
+	o := &hitOrder{pos: make([]int32, 0, n), keys: make([]sortKey, 0, n*k)}
+	ids := make([]string, 0, n)
+	for i := range n {
+		d, err := need.read(set, i)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			continue
+		}
+		for j := range specs {
+			key := sortKey{num: float64(i)} // _doc
+			if specs[j].kind == sortField {
+				if key, err = c.sortValue(d, &specs[j]); err != nil {
+					o.failed = true
+				}
+			}
+			o.keys = append(o.keys, key)
+		}
+		id, _ := d.Get("_id")
+		s, _ := sources.IDString(normalize(id))
+		ids = append(ids, s)
+		o.pos = append(o.pos, int32(i))
+	}
+	perm := make([]int, len(o.pos))
+	for p := range perm {
+		perm[p] = p
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		if c := compareHitKeys(o.keys[a*k:(a+1)*k], o.keys[b*k:(b+1)*k], specs); c != 0 {
+			return c
+		}
+		return strings.Compare(ids[a], ids[b])
+	})
+	sorted := &hitOrder{pos: make([]int32, len(perm)), keys: make([]sortKey, 0, len(o.keys)), failed: o.failed}
+	for p, q := range perm {
+		sorted.pos[p] = o.pos[q]
+		sorted.keys = append(sorted.keys, o.keys[q*k:(q+1)*k]...)
+	}
+	return sorted, nil
+}
+
+// searchInOrder answers a search whose sort is orderable and that has no
+// aggregations from the set's order for the sort (name names it).
+func (env *searchEnv) searchInOrder(set docSet, req *searchReq, name string) (*sources.Result, [][]any, error) {
+	v, err := set.sorted("search "+name, func() (any, error) { return env.buildOrder(set, req.sort) })
+	if err != nil {
+		return nil, nil, err
+	}
+	o := v.(*hitOrder)
+	if o.failed {
+		return env.scan(set, req)
+	}
+	k := len(req.sort)
+	keysAt := func(p int) []sortKey { return o.keys[p*k : (p+1)*k] }
+	start := 0
+	if req.after != nil {
+		after, err := env.afterKeys(req.after)
+		if err != nil {
+			return nil, nil, err
+		}
+		start = sort.Search(len(o.pos), func(p int) bool { return compareHitKeys(keysAt(p), after, req.sort) > 0 })
+	}
+	var need fieldSet
+	need.query(req.query)
+	need.query(req.post)
+	c := &evalCtx{env: env}
+	match := func(i int) (bool, error) {
+		d := sources.NewDoc()
+		if !need.none() {
+			var err error
+			if d, err = need.read(set, i); err != nil {
+				return false, err
+			}
+		}
+		ok, _ := req.query.eval(c, d)
+		if ok && req.post != nil {
+			ok, _ = req.post.eval(c, d)
+		}
+		return ok, nil
+	}
+	var always *bool // the answer for every document, when the query reads none
+	if need.none() {
+		ok, _ := match(0)
+		always = &ok
+	}
+	counted := func(n int) bool { return req.totalLimit >= 0 && n >= req.totalLimit }
+	total, skip := 0, req.from
+	var page []int
+	for p := 0; p < len(o.pos); p++ {
+		if p < start && counted(total) {
+			p = start - 1 // the total is known: on to the page
+			continue
+		}
+		if p >= start && len(page) == req.size && counted(total) {
+			break
+		}
+		ok := always != nil && *always
+		if always == nil {
+			if ok, err = match(int(o.pos[p])); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !ok {
+			continue
+		}
+		total++
+		switch {
+		case p < start:
+		case skip > 0:
+			skip--
+		case len(page) < req.size:
+			page = append(page, p)
+		}
+	}
+	if req.totalLimit >= 0 {
+		total = min(total, req.totalLimit)
+	}
+	res := &sources.Result{Total: total, Docs: make([]*sources.Doc, 0, len(page))}
+	values := make([][]any, 0, len(page))
+	for _, p := range page {
+		d, err := set.doc(int(o.pos[p]))
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Docs = append(res.Docs, req.src.apply(d))
+		values = append(values, sortValuesOf(keysAt(p)))
+	}
+	return res, values, nil
+}
+
+// sortJSON names a search's sort, for its order.
+func sortJSON(body *sources.Doc) string {
+	v, _ := body.Get("sort")
+	return string(codec.AppendJSON(nil, v))
+}
+
+// A docOrder is a document list's order: the set's documents sorted as
+// bsonorder.SortDocs sorts them, pos their indexes, keys their DocKeys
+// (len(keys) each).
+type docOrder struct {
+	pos  []int32
+	keys []any
+}
+
+// documentOrder returns set's order over keys (bsonorder.WalkKeys').
+func documentOrder(set docSet, keys []sources.SortKey) (*docOrder, error) {
+	v, err := set.sorted("documents "+keysName(keys), func() (any, error) {
+		var need fieldSet
+		for _, k := range keys {
+			head, _, _ := strings.Cut(k.Field, ".")
+			need.add(head)
+		}
+		n, k := set.size(), len(keys)
+		o := &docOrder{pos: make([]int32, 0, n), keys: make([]any, 0, n*k)}
+		for i := range n {
+			d, err := need.read(set, i)
+			if err != nil {
+				return nil, err
+			}
+			o.pos = append(o.pos, int32(i))
+			o.keys = append(o.keys, bsonorder.DocKeys(d, keys)...)
+		}
+		perm := make([]int, len(o.pos))
+		for p := range perm {
+			perm[p] = p
+		}
+		slices.SortStableFunc(perm, func(a, b int) int {
+			return bsonorder.CompareKeys(o.keys[a*k:(a+1)*k], o.keys[b*k:(b+1)*k], keys)
+		})
+		sorted := &docOrder{pos: make([]int32, len(perm)), keys: make([]any, 0, len(o.keys))}
+		for p, q := range perm {
+			sorted.pos[p] = o.pos[q]
+			sorted.keys = append(sorted.keys, o.keys[q*k:(q+1)*k]...)
+		}
+		return sorted, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*docOrder), nil
+}
+
+// keysName names a document order.
+func keysName(keys []sources.SortKey) string {
+	a := make([]any, len(keys))
+	for i, k := range keys {
+		a[i] = []any{k.Field, k.Desc}
+	}
+	return string(codec.AppendJSON(nil, a))
+}
