@@ -241,6 +241,8 @@ func (l *fileLoader) invalid(pos, n int) error {
 	switch {
 	case errors.As(err, &se) && se.Msg != "unexpected data after the JSON value":
 		return l.syntaxError(pos+se.Offset, se.Msg)
+	case errors.Is(err, codec.ErrTooDeep):
+		return fmt.Errorf("sandbox: %s: %w (more than %d levels)", l.name, codec.ErrTooDeep, fileDepth) // the decoder's words, for the file
 	case err != nil && se == nil:
 		return fmt.Errorf("sandbox: %s: %w", l.name, err)
 	}

@@ -295,14 +295,16 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 		return nil, err
 	}
 	k := len(keys)
-	start, skip := 0, max(q.Skip(), 0)
+	start, skip := 0, max(q.Skip(), 0) // a walk skips nothing
 	if after != nil {
 		start = sort.Search(len(o.pos), func(p int) bool { return bsonorder.ComparePositionKeys(o.keys[p*k:(p+1)*k], keys, after) > 0 })
-		skip = 0
 	}
 	var need fieldSet
 	need.filter(q.Where)
-	always := need.none() && m(sources.NewDoc()) // an empty where: every document
+	if need.none() && !m(sources.NewDoc()) {
+		return &sources.Result{Docs: []*sources.Doc{}}, nil // a filter that reads nothing and takes nothing
+	}
+	always := need.none() // it takes everything
 	total, more := 0, false
 	var page []int
 	for p, i := range o.pos {
@@ -325,9 +327,6 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 		default:
 			more = true
 		}
-	}
-	if need.none() && !always {
-		total = 0
 	}
 	result := &sources.Result{Total: total, Docs: make([]*sources.Doc, 0, len(page))}
 	for _, p := range page {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -107,8 +108,8 @@ func allIndexed(names []string) bool {
 // wanted reports whether a raw key (between its quotes) is one of names,
 // and returns it.
 func wanted(key []byte, names []string) (string, bool) {
-	if bytes.IndexByte(key, '\\') >= 0 {
-		k, ok := unescapeKey(key)
+	if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+		k, ok := unescapeKey(key) // as the decoder reads it
 		if !ok {
 			return "", false
 		}
@@ -122,7 +123,8 @@ func wanted(key []byte, names []string) (string, bool) {
 	return "", false
 }
 
-// unescapeKey decodes a raw key that holds escapes.
+// unescapeKey decodes a raw key that holds escapes or bytes that are not
+// UTF-8.
 func unescapeKey(key []byte) (string, bool) {
 	q := make([]byte, 0, len(key)+2)
 	q = append(append(append(q, '"'), key...), '"')
