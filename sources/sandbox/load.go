@@ -42,6 +42,9 @@ type loaded struct {
 func loadCollection(fsys fs.FS, name string, prev *coll) loaded {
 	f, err := fsys.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
+		if prev != nil && prev.size() == 0 {
+			return loaded{coll: prev}
+		}
 		return loaded{coll: &coll{}}
 	}
 	if err != nil {
@@ -53,7 +56,7 @@ func loadCollection(fsys fs.FS, name string, prev *coll) loaded {
 		size = info.Size()
 	}
 	l := &fileLoader{name: name, prev: prev, w: window{r: f, buf: make([]byte, min(max(size+1, 512), windowSize))},
-		blocks: blockWriter{hint: size}, c: &coll{ids: map[idKey]int32{}}, same: prev != nil}
+		blocks: blockWriter{hint: size, fill: prev == nil}, c: &coll{ids: map[idKey]int32{}}, same: prev != nil}
 	if err := l.read(); err != nil {
 		if errors.Is(err, errNotArray) {
 			return loaded{err: l.slow(fsys)}
@@ -278,25 +281,25 @@ func (l *fileLoader) keep(raw []byte, spans *[len(indexed)]span, n int) error {
 		return nil // the load fails; what follows only needs checking
 	}
 	idSpan := spans[0]
-	idv, _ := codec.DecodeJSON(raw[idSpan.off:idSpan.off+idSpan.n], decodeOpts)
+	idv, _ := decodeValue(raw[idSpan.off : idSpan.off+idSpan.n])
 	k, ok := keyOf(idv)
 	if !ok {
 		l.fail(2, fmt.Errorf("sandbox: %s: document %d: _id must be a string or an ObjectID, not %s", l.name, n, describe(idv)))
 		return nil
 	}
-	if _, dup := l.c.ids[k]; dup {
+	i := int32(len(l.c.docs))
+	had := len(l.c.ids)
+	if l.c.ids[k] = i; len(l.c.ids) == had { // one lookup; a repeat fails the load
 		l.fail(2, fmt.Errorf("sandbox: %s: document %d: duplicate _id %s", l.name, n, describe(idv)))
 		return nil
 	}
 	if s := spans[indexOf("_updated")]; s.n > 0 {
-		if t, err := codec.DecodeJSON(raw[s.off:s.off+s.n], decodeOpts); err == nil {
+		if t, err := decodeValue(raw[s.off : s.off+s.n]); err == nil {
 			if t, ok := t.(time.Time); ok && t.After(l.newest) {
 				l.newest = t
 			}
 		}
 	}
-	i := int32(len(l.c.docs))
-	l.c.ids[k] = i
 	if j, ok := l.prevID(k); ok && l.prev.docs[j].text.equal(raw) {
 		l.c.docs = append(l.c.docs, l.prev.docs[j])
 		l.same = l.same && j == i

@@ -21,6 +21,7 @@ var checkerSeeds = []string{
 	`{"s": "\u00e9\ud83d\ude00 \" \\ \/ \b\f\n\r\t", "k\u0024": 1}`,
 	`{"s": "\ud800 alone", "bad": "\x"}`, `{"s": "\u12G4"}`, "{\"s\": \"a\x01b\"}", `{"s": "unterminated}`,
 	`{"_id": {"$oid": "5d76113ab3af37dea3a2eb91"}, "at": {"$date": "2024-03-01T10:00:00.123Z"}}`,
+	`{"$oid":"5d76113ab3af37dea3a2eb91"}`, `{"$date":"2024-03-01T10:00:00.5+02:00"}`, `{"$date":"2024-03-01T10:00:00+0000"}`, `"plain"`, `"caf\u00e9"`,
 	`{"$oid": "zz"}`, `{"$oid": "5D76113AB3AF37DEA3A2EB91"}`, `{"$date": "2024-03-01T10:00:00+0000"}`, `{"$date": "yesterday"}`,
 	`{"$date": 1700000000000}`, `{"$date": {"$numberLong": "17"}}`, `{"$date": {"$numberLong": "x"}}`,
 	`{"$numberLong": "12"}`, `{"$numberInt": "1.5"}`, `{"$numberDouble": "NaN"}`, `{"$numberDecimal": 5}`,
@@ -48,6 +49,12 @@ func FuzzChecker(f *testing.F) {
 		}
 		if ok != (err == nil) {
 			t.Fatalf("checker says %v, the decoder %v, of %q", ok, err, data)
+		}
+		if err == nil {
+			got, err := decodeValue(bytes.TrimSpace(data))
+			if err != nil || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", v) || !bytes.Equal(codec.AppendJSON(nil, got), codec.AppendJSON(nil, v)) {
+				t.Errorf("decodeValue(%q) = %#v, %v; want %#v", data, got, err, v)
+			}
 		}
 		d, isDoc := v.(*sources.Doc)
 		if !isDoc || data[skipSpace(data)] != '{' {
@@ -189,4 +196,18 @@ func jsonOf(docs []*sources.Doc) []string {
 		out[i] = string(codec.AppendJSON(nil, d))
 	}
 	return out
+}
+
+func TestSafeWords(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want int
+	}{
+		{"", 0}, {"abcdefg", 0}, {"abcdefgh", 8}, {"abcdefghijklmnop\"", 16}, {"abcdefg\"ijklmnop", 0}, {"abcdefghij\\lmnop", 8},
+		{"abcdefgh\x1fjklmnop", 8}, {"\x7f\x80\xff\xfe\x20!#[", 8}, {"éééé\x00", 8}, {"abc\x01defg", 0},
+	} {
+		if got := safeWords([]byte(tc.s)); got != tc.want {
+			t.Errorf("safeWords(%q) = %d, want %d", tc.s, got, tc.want)
+		}
+	}
 }

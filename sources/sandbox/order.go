@@ -1,9 +1,13 @@
 package sandbox
 
 import (
+	"cmp"
+	"errors"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/bsonorder"
@@ -180,49 +184,91 @@ func (env *searchEnv) buildOrder(set docSet, specs []sortSpec) (*hitOrder, error
 	var need fieldSet
 	need.sorts(specs)
 	need.add("_id")
-	c := &evalCtx{env: env}
 	k := len(specs)
-	n := set.size()
-	o := &hitOrder{pos: make([]int32, 0, n), keys: make([]sortKey, 0, n*k)}
-	ids := make([]string, 0, n)
-	for i := range n {
-		d, err := need.read(set, i)
-		if err != nil {
-			return nil, err
-		}
-		if d == nil {
-			continue
-		}
-		for j := range specs {
-			key := sortKey{num: float64(i)} // _doc
-			if specs[j].kind == sortField {
-				if key, err = c.sortValue(d, &specs[j]); err != nil {
-					o.failed = true
-				}
-			}
-			o.keys = append(o.keys, key)
-		}
-		id, _ := d.Get("_id")
-		s, _ := sources.IDString(normalize(id))
-		ids = append(ids, s)
-		o.pos = append(o.pos, int32(i))
+	type part struct {
+		hitOrder
+		ids []string
 	}
-	perm := make([]int, len(o.pos))
+	parts, err := inParts(set.size(), func(lo, hi int) (part, error) {
+		c := &evalCtx{env: env}
+		o := part{hitOrder: hitOrder{pos: make([]int32, 0, hi-lo), keys: make([]sortKey, 0, (hi-lo)*k)}, ids: make([]string, 0, hi-lo)}
+		for i := lo; i < hi; i++ {
+			d, err := need.read(set, i)
+			if err != nil {
+				return o, err
+			}
+			if d == nil {
+				continue
+			}
+			for j := range specs {
+				key := sortKey{num: float64(i)} // _doc
+				if specs[j].kind == sortField {
+					if key, err = c.sortValue(d, &specs[j]); err != nil {
+						o.failed = true
+					}
+				}
+				o.keys = append(o.keys, key)
+			}
+			id, _ := d.Get("_id")
+			s, _ := sources.IDString(normalize(id))
+			o.ids = append(o.ids, s)
+			o.pos = append(o.pos, int32(i))
+		}
+		return o, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var all part
+	for _, p := range parts {
+		all.pos = append(all.pos, p.pos...)
+		all.keys = append(all.keys, p.keys...)
+		all.ids = append(all.ids, p.ids...)
+		all.failed = all.failed || p.failed
+	}
+	perm := sortedPerm(len(all.pos), func(a, b int) int {
+		if c := compareHitKeys(all.keys[a*k:(a+1)*k], all.keys[b*k:(b+1)*k], specs); c != 0 {
+			return c
+		}
+		return strings.Compare(all.ids[a], all.ids[b])
+	})
+	o := &hitOrder{pos: make([]int32, len(perm)), keys: make([]sortKey, 0, len(all.keys)), failed: all.failed}
+	for p, q := range perm {
+		o.pos[p] = all.pos[q]
+		o.keys = append(o.keys, all.keys[q*k:(q+1)*k]...)
+	}
+	return o, nil
+}
+
+// inParts runs part over [0, n) cut in as many runs as there are
+// processors (one for small n), at once, and returns their results in
+// order.
+func inParts[T any](n int, part func(lo, hi int) (T, error)) ([]T, error) {
+	parts := max(min(runtime.GOMAXPROCS(0), n/4096), 1)
+	out := make([]T, parts)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { out[p], errs[p] = part(p*n/parts, (p+1)*n/parts) })
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// sortedPerm returns 0..n-1 sorted by compare, ties in index order: a
+// stable sort's order.
+func sortedPerm(n int, compare func(a, b int) int) []int {
+	perm := make([]int, n)
 	for p := range perm {
 		perm[p] = p
 	}
-	slices.SortStableFunc(perm, func(a, b int) int {
-		if c := compareHitKeys(o.keys[a*k:(a+1)*k], o.keys[b*k:(b+1)*k], specs); c != 0 {
+	slices.SortFunc(perm, func(a, b int) int {
+		if c := compare(a, b); c != 0 {
 			return c
 		}
-		return strings.Compare(ids[a], ids[b])
+		return cmp.Compare(a, b)
 	})
-	sorted := &hitOrder{pos: make([]int32, len(perm)), keys: make([]sortKey, 0, len(o.keys)), failed: o.failed}
-	for p, q := range perm {
-		sorted.pos[p] = o.pos[q]
-		sorted.keys = append(sorted.keys, o.keys[q*k:(q+1)*k]...)
-	}
-	return sorted, nil
+	return perm
 }
 
 // searchInOrder answers a search whose sort is orderable and that has no
@@ -336,29 +382,31 @@ func documentOrder(set docSet, keys []sources.SortKey) (*docOrder, error) {
 			head, _, _ := strings.Cut(k.Field, ".")
 			need.add(head)
 		}
-		n, k := set.size(), len(keys)
-		o := &docOrder{pos: make([]int32, 0, n), keys: make([]any, 0, n*k)}
-		for i := range n {
-			d, err := need.read(set, i)
-			if err != nil {
-				return nil, err
+		k := len(keys)
+		parts, err := inParts(set.size(), func(lo, hi int) ([]any, error) {
+			out := make([]any, 0, (hi-lo)*k)
+			for i := lo; i < hi; i++ {
+				d, err := need.read(set, i)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, bsonorder.DocKeys(d, keys)...)
 			}
-			o.pos = append(o.pos, int32(i))
-			o.keys = append(o.keys, bsonorder.DocKeys(d, keys)...)
-		}
-		perm := make([]int, len(o.pos))
-		for p := range perm {
-			perm[p] = p
-		}
-		slices.SortStableFunc(perm, func(a, b int) int {
-			return bsonorder.CompareKeys(o.keys[a*k:(a+1)*k], o.keys[b*k:(b+1)*k], keys)
+			return out, nil
 		})
-		sorted := &docOrder{pos: make([]int32, len(perm)), keys: make([]any, 0, len(o.keys))}
-		for p, q := range perm {
-			sorted.pos[p] = o.pos[q]
-			sorted.keys = append(sorted.keys, o.keys[q*k:(q+1)*k]...)
+		if err != nil {
+			return nil, err
 		}
-		return sorted, nil
+		all := slices.Concat(parts...)
+		perm := sortedPerm(set.size(), func(a, b int) int {
+			return bsonorder.CompareKeys(all[a*k:(a+1)*k], all[b*k:(b+1)*k], keys)
+		})
+		o := &docOrder{pos: make([]int32, len(perm)), keys: make([]any, 0, len(all))}
+		for p, q := range perm {
+			o.pos[p] = int32(q)
+			o.keys = append(o.keys, all[q*k:(q+1)*k]...)
+		}
+		return o, nil
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"runtime"
 	"strconv"
@@ -62,7 +63,7 @@ func (t text) project(names []string, spans *[len(indexed)]span) (*sources.Doc, 
 			if s.n == 0 {
 				continue
 			}
-			v, err := codec.DecodeJSON(raw[s.off:s.off+s.n], decodeOpts)
+			v, err := decodeValue(raw[s.off : s.off+s.n])
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +79,7 @@ func (t text) project(names []string, spans *[len(indexed)]span) (*sources.Doc, 
 			return true
 		}
 		var v any
-		if v, err = codec.DecodeJSON(val, decodeOpts); err != nil {
+		if v, err = decodeValue(val); err != nil {
 			return false
 		}
 		for i := range fields {
@@ -108,15 +109,20 @@ func allIndexed(names []string) bool {
 // wanted reports whether a raw key (between its quotes) is one of names,
 // and returns it.
 func wanted(key []byte, names []string) (string, bool) {
-	if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-		k, ok := unescapeKey(key) // as the decoder reads it
-		if !ok {
-			return "", false
-		}
-		key = []byte(k)
-	}
 	for _, n := range names {
 		if string(key) == n {
+			return n, true
+		}
+	}
+	if bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
+		return "", false // the key reads as it is written
+	}
+	k, ok := unescapeKey(key) // as the decoder reads it
+	if !ok {
+		return "", false
+	}
+	for _, n := range names {
+		if k == n {
 			return n, true
 		}
 	}
@@ -376,22 +382,49 @@ func (c *checker) object(depth int, top bool) bool {
 }
 
 // validWrapper reports whether the decoder takes an object that may be
-// an Extended JSON wrapper. The commonest, an ObjectId of 24 hex digits
-// and a date in RFC 3339, are recognised without it.
+// an Extended JSON wrapper.
 func validWrapper(obj []byte) bool {
-	if v, ok := bytes.CutPrefix(obj, []byte(`{"$oid":"`)); ok && len(v) == 26 && string(v[24:]) == `"}` && isHex(v[:24]) {
+	if _, ok := fastWrapper(obj); ok {
 		return true
-	}
-	if v, ok := bytes.CutPrefix(obj, []byte(`{"$date":"`)); ok && bytes.HasSuffix(v, []byte(`"}`)) {
-		s := v[:len(v)-2]
-		if bytes.IndexAny(s, `"\`) < 0 {
-			if _, err := time.Parse(time.RFC3339Nano, string(s)); err == nil {
-				return true // the decoder's first layout
-			}
-		}
 	}
 	_, err := codec.DecodeJSON(obj, decodeOpts)
 	return err == nil
+}
+
+// fastWrapper decodes the commonest wrappers, an ObjectId of 24 hex
+// digits and a date in RFC 3339 (the decoder's first layout), as the
+// decoder does, without it; ok is false for the rest.
+func fastWrapper(obj []byte) (any, bool) {
+	if v, ok := bytes.CutPrefix(obj, []byte(`{"$oid":"`)); ok && len(v) == 26 && string(v[24:]) == `"}` {
+		id, ok := sources.ParseObjectID(string(v[:24]))
+		return id, ok
+	}
+	if v, ok := bytes.CutPrefix(obj, []byte(`{"$date":"`)); ok && bytes.HasSuffix(v, []byte(`"}`)) {
+		s := v[:len(v)-2]
+		if bytes.IndexAny(s, `"\\`) < 0 {
+			if t, err := time.Parse(time.RFC3339Nano, string(s)); err == nil {
+				return t.UTC(), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// decodeValue decodes a checked value as the decoder does: strings
+// without escapes and the commonest wrappers without it.
+func decodeValue(raw []byte) (any, error) {
+	switch raw[0] {
+	case '"':
+		s := raw[1 : len(raw)-1]
+		if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+			return string(s), nil
+		}
+	case '{':
+		if v, ok := fastWrapper(raw); ok {
+			return v, nil
+		}
+	}
+	return codec.DecodeJSON(raw, decodeOpts)
 }
 
 func (c *checker) array(depth int) bool {
@@ -426,6 +459,7 @@ func (c *checker) str() bool {
 	data := c.data
 	i := c.pos + 1
 	for {
+		i += safeWords(data[i:])
 		for i < len(data) && strSafe[data[i]] {
 			i++
 		}
@@ -457,9 +491,26 @@ func (c *checker) str() bool {
 	}
 }
 
-func isHex4(b []byte) bool { return isHex(b) }
+// safeWords counts the leading bytes of b that a string holds as they
+// are, eight at a time: it stops at the first eight that hold a quote, a
+// backslash or a control character (or at fewer than eight left).
+func safeWords(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	n := 0
+	for ; n+8 <= len(b); n += 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		control := (x - ones*0x20) & ^x & highs // a byte below 0x20
+		quote := x ^ (ones * '"')
+		backslash := x ^ (ones * '\\')
+		zero := ((quote - ones) & ^quote | (backslash - ones) & ^backslash) & highs // a byte equal to either
+		if control|zero != 0 {
+			break
+		}
+	}
+	return n
+}
 
-func isHex(b []byte) bool {
+func isHex4(b []byte) bool {
 	for _, c := range b {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
