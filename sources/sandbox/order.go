@@ -189,7 +189,7 @@ func (env *searchEnv) buildOrder(set docSet, specs []sortSpec) (*hitOrder, error
 		hitOrder
 		ids []string
 	}
-	parts, err := inParts(set.size(), func(lo, hi int) (part, error) {
+	parts, err := inParts(set.size(), 4096, func(lo, hi int) (part, error) {
 		c := &evalCtx{env: env}
 		o := part{hitOrder: hitOrder{pos: make([]int32, 0, hi-lo), keys: make([]sortKey, 0, (hi-lo)*k)}, ids: make([]string, 0, hi-lo)}
 		for i := lo; i < hi; i++ {
@@ -241,10 +241,10 @@ func (env *searchEnv) buildOrder(set docSet, specs []sortSpec) (*hitOrder, error
 }
 
 // inParts runs part over [0, n) cut in as many runs as there are
-// processors (one for small n), at once, and returns their results in
-// order.
-func inParts[T any](n int, part func(lo, hi int) (T, error)) ([]T, error) {
-	parts := max(min(runtime.GOMAXPROCS(0), n/4096), 1)
+// processors, each of grain or more, at once, and returns their results
+// in order.
+func inParts[T any](n, grain int, part func(lo, hi int) (T, error)) ([]T, error) {
+	parts := max(min(runtime.GOMAXPROCS(0), n/grain), 1)
 	out := make([]T, parts)
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
@@ -347,17 +347,31 @@ func (env *searchEnv) searchInOrder(set docSet, req *searchReq, name string) (*s
 	if req.totalLimit >= 0 {
 		total = min(total, req.totalLimit)
 	}
-	res := &sources.Result{Total: total, Docs: make([]*sources.Doc, 0, len(page))}
-	values := make([][]any, 0, len(page))
-	for _, p := range page {
-		d, err := set.doc(int(o.pos[p]))
-		if err != nil {
-			return nil, nil, err
-		}
-		res.Docs = append(res.Docs, req.src.apply(d))
-		values = append(values, sortValuesOf(keysAt(p)))
+	res := &sources.Result{Total: total}
+	values := make([][]any, len(page))
+	for i, p := range page {
+		values[i] = sortValuesOf(keysAt(p))
 	}
-	return res, values, nil
+	res.Docs, err = decodePage(set, page, o.pos, req.src.apply)
+	return res, values, err
+}
+
+// decodePage decodes the documents at positions page of an order (pos),
+// shaped by shape, in parts at once: a page of 500 large documents is
+// most of the time a walk's page takes here.
+func decodePage(set docSet, page []int, pos []int32, shape func(*sources.Doc) *sources.Doc) ([]*sources.Doc, error) {
+	docs := make([]*sources.Doc, len(page))
+	_, err := inParts(len(page), 64, func(lo, hi int) (struct{}, error) {
+		for i := lo; i < hi; i++ {
+			d, err := set.doc(int(pos[page[i]]))
+			if err != nil {
+				return struct{}{}, err
+			}
+			docs[i] = shape(d)
+		}
+		return struct{}{}, nil
+	})
+	return docs, err
 }
 
 // sortJSON names a search's sort, for its order.
@@ -383,7 +397,7 @@ func documentOrder(set docSet, keys []sources.SortKey) (*docOrder, error) {
 			need.add(head)
 		}
 		k := len(keys)
-		parts, err := inParts(set.size(), func(lo, hi int) ([]any, error) {
+		parts, err := inParts(set.size(), 4096, func(lo, hi int) ([]any, error) {
 			out := make([]any, 0, (hi-lo)*k)
 			for i := lo; i < hi; i++ {
 				d, err := need.read(set, i)

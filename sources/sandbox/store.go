@@ -328,14 +328,11 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 			more = true
 		}
 	}
-	result := &sources.Result{Total: total, Docs: make([]*sources.Doc, 0, len(page))}
-	for _, p := range page {
-		d, err := c.doc(int(o.pos[p]))
-		if err != nil {
-			return nil, err
-		}
-		result.Docs = append(result.Docs, d)
+	docs, err := decodePage(c, page, o.pos, func(d *sources.Doc) *sources.Doc { return d })
+	if err != nil {
+		return nil, err
 	}
+	result := &sources.Result{Total: total, Docs: docs}
 	if q.Cursor != nil && len(page) > 0 && more {
 		result.Next = bsonorder.KeysPosition(o.keys[page[len(page)-1]*k : (page[len(page)-1]+1)*k])
 	}
