@@ -502,7 +502,7 @@ func safeWords(b []byte) int {
 		control := (x - ones*0x20) & ^x & highs // a byte below 0x20
 		quote := x ^ (ones * '"')
 		backslash := x ^ (ones * '\\')
-		zero := ((quote - ones) & ^quote | (backslash - ones) & ^backslash) & highs // a byte equal to either
+		zero := ((quote-ones) & ^quote | (backslash-ones) & ^backslash) & highs // a byte equal to either
 		if control|zero != 0 {
 			break
 		}
