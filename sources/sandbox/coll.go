@@ -87,12 +87,13 @@ func (c *coll) byID(id string) (int, bool) {
 	return int(i), ok
 }
 
-// maxOrders bounds the orders a collection keeps: each costs some bytes a
-// document, and clients may ask for any sort.
-const maxOrders = 8
+// maxOrders bounds the orders (and lookup columns) a collection keeps:
+// each costs some 70 bytes a document, and clients may ask for any sort.
+const maxOrders = 6
 
-// An orderCache keeps the orders a collection was listed in, built on
-// first use; beyond maxOrders the one used longest ago goes.
+// An orderCache keeps the orders a collection was listed in and the
+// columns it was looked up by, built on first use; beyond maxOrders the
+// one used longest ago goes.
 type orderCache struct {
 	mu    sync.Mutex
 	m     map[string]*orderEntry

@@ -392,10 +392,9 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 		return nil, err
 	}
 	head, _, _ := strings.Cut(l.Field, ".")
-	need := fieldSet{names: []string{head}}
 	var out []*sources.Doc
 	for _, i := range c.candidates(l.Field, l.Values) {
-		d, err := need.read(c, i)
+		d, err := c.linking(fieldSet{names: []string{head}}, i)
 		if err != nil {
 			return nil, err
 		}
@@ -414,6 +413,36 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 		out = out[:l.Limit]
 	}
 	return out, nil
+}
+
+// linking reads what a lookup reads of document i: its _id (or another
+// indexed field) from its span, the field it links by from the column of
+// that field the collection keeps, since enrichment looks up the same
+// few fields over and over, and other fields (lookups name none) from
+// the text.
+func (c *coll) linking(need fieldSet, i int) (*sources.Doc, error) {
+	if need.all || len(need.names) != 1 || allIndexed(need.names) {
+		return need.read(c, i)
+	}
+	name := need.names[0]
+	col, err := c.orders.get("column "+name, func() (any, error) {
+		parts, err := inParts(c.size(), 4096, func(lo, hi int) ([]*sources.Doc, error) {
+			out := make([]*sources.Doc, 0, hi-lo)
+			for j := lo; j < hi; j++ {
+				d, err := need.read(c, j)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, d)
+			}
+			return out, nil
+		})
+		return slices.Concat(parts...), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return col.([]*sources.Doc)[i], nil
 }
 
 // candidates are the documents a lookup on field may match, in load
@@ -477,7 +506,7 @@ func (s *Store) searchLookup(c *coll, l sources.Lookup) ([]*sources.Doc, error) 
 	cx := &evalCtx{env: env}
 	var hits []hit
 	for _, i := range c.candidates(l.Field, ids) {
-		d, err := need.read(c, i)
+		d, err := c.linking(need, i)
 		if err != nil {
 			return nil, err
 		}
