@@ -316,14 +316,13 @@ func (env *searchEnv) searchInOrder(set docSet, req *searchReq, name string) (*s
 		always = &ok
 	}
 	counted := func(n int) bool { return req.totalLimit >= 0 && n >= req.totalLimit }
-	total, skip := 0, req.from
-	var page []int
+	pg := pager{start: start, skip: req.from, size: req.size}
 	for p := 0; p < len(o.pos); p++ {
-		if p < start && counted(total) {
+		if p < start && counted(pg.total) {
 			p = start - 1 // the total is known: on to the page
 			continue
 		}
-		if p >= start && len(page) == req.size && counted(total) {
+		if p >= start && len(pg.page) == req.size && counted(pg.total) {
 			break
 		}
 		ok := always != nil && *always
@@ -332,28 +331,43 @@ func (env *searchEnv) searchInOrder(set docSet, req *searchReq, name string) (*s
 				return nil, nil, err
 			}
 		}
-		if !ok {
-			continue
-		}
-		total++
-		switch {
-		case p < start:
-		case skip > 0:
-			skip--
-		case len(page) < req.size:
-			page = append(page, p)
+		if ok {
+			pg.add(p)
 		}
 	}
+	res := &sources.Result{Total: pg.total}
 	if req.totalLimit >= 0 {
-		total = min(total, req.totalLimit)
+		res.Total = min(pg.total, req.totalLimit)
 	}
-	res := &sources.Result{Total: total}
-	values := make([][]any, len(page))
-	for i, p := range page {
+	values := make([][]any, len(pg.page))
+	for i, p := range pg.page {
 		values[i] = sortValuesOf(keysAt(p))
 	}
-	res.Docs, err = decodePage(set, page, o.pos, req.src.apply)
+	res.Docs, err = decodePage(set, pg.page, o.pos, req.src.apply)
 	return res, values, err
+}
+
+// A pager takes a page out of the matches of a query met in an order:
+// those at positions from start on, skip of them skipped, size at most
+// (-1: no bound). It counts them all.
+type pager struct {
+	start, skip, size int
+	total             int
+	page              []int
+	more              bool // a match follows the page
+}
+
+func (pg *pager) add(p int) {
+	pg.total++
+	switch {
+	case p < pg.start:
+	case pg.skip > 0:
+		pg.skip--
+	case pg.size < 0 || len(pg.page) < pg.size:
+		pg.page = append(pg.page, p)
+	default:
+		pg.more = true
+	}
 }
 
 // decodePage decodes the documents at positions page of an order (pos),

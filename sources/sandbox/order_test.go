@@ -145,32 +145,12 @@ func TestFindMatchesReference(t *testing.T) {
 			for _, srt := range sorts {
 				for _, page := range []struct{ page, max int }{{1, 0}, {1, 5}, {3, 4}, {20, 5}} {
 					q := &sources.Query{Resource: usersRes, Where: jdoc(t, f), Sort: srt, Page: page.page, MaxResults: page.max}
-					want, err := referenceFind(docs, q)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := findDocs(c, q)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if diff := cmp.Diff(resultOf(got), resultOf(want)); diff != "" {
-						t.Errorf("%s where %s sort %v page %v (-got +want):\n%s", coll, f, srt, page, diff)
-					}
+					compareFind(t, c, docs, q, fmt.Sprintf("%s where %s sort %v page %v", coll, f, srt, page))
 				}
 				// A walk, page by page, from each's position.
 				q := &sources.Query{Resource: usersRes, Where: jdoc(t, f), Sort: srt, Page: 1, MaxResults: 3, Cursor: &sources.Cursor{}}
 				for range 30 {
-					want, err := referenceFind(docs, q)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := findDocs(c, q)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if diff := cmp.Diff(resultOf(got), resultOf(want)); diff != "" {
-						t.Fatalf("%s walk where %s sort %v after %v (-got +want):\n%s", coll, f, srt, q.Cursor.After, diff)
-					}
+					want := compareFind(t, c, docs, q, fmt.Sprintf("%s walk where %s sort %v after %v", coll, f, srt, q.Cursor.After))
 					if want.Next == nil {
 						break
 					}
@@ -179,6 +159,24 @@ func TestFindMatchesReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// compareFind compares findDocs's answer to q with referenceFind's, and
+// returns the latter.
+func compareFind(t *testing.T, c *coll, docs []*sources.Doc, q *sources.Query, what string) *sources.Result {
+	t.Helper()
+	want, err := referenceFind(docs, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := findDocs(c, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(resultOf(got), resultOf(want)); diff != "" {
+		t.Fatalf("%s (-got +want):\n%s", what, diff)
+	}
+	return want
 }
 
 func resultOf(res *sources.Result) []string {

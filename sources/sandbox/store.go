@@ -305,8 +305,11 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 		return &sources.Result{Docs: []*sources.Doc{}}, nil // a filter that reads nothing and takes nothing
 	}
 	always := need.none() // it takes everything
-	total, more := 0, false
-	var page []int
+	size := q.MaxResults
+	if size <= 0 {
+		size = -1
+	}
+	pg := pager{start: start, skip: skip, size: size}
 	for p, i := range o.pos {
 		if !always {
 			d, err := need.read(c, int(i))
@@ -317,24 +320,16 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 				continue
 			}
 		}
-		total++
-		switch {
-		case p < start:
-		case skip > 0:
-			skip--
-		case q.MaxResults <= 0 || len(page) < q.MaxResults:
-			page = append(page, p)
-		default:
-			more = true
-		}
+		pg.add(p)
 	}
-	docs, err := decodePage(c, page, o.pos, func(d *sources.Doc) *sources.Doc { return d })
+	docs, err := decodePage(c, pg.page, o.pos, func(d *sources.Doc) *sources.Doc { return d })
 	if err != nil {
 		return nil, err
 	}
-	result := &sources.Result{Total: total, Docs: docs}
-	if q.Cursor != nil && len(page) > 0 && more {
-		result.Next = bsonorder.KeysPosition(o.keys[page[len(page)-1]*k : (page[len(page)-1]+1)*k])
+	result := &sources.Result{Total: pg.total, Docs: docs}
+	if q.Cursor != nil && len(pg.page) > 0 && pg.more {
+		last := pg.page[len(pg.page)-1]
+		result.Next = bsonorder.KeysPosition(o.keys[last*k : (last+1)*k])
 	}
 	return result, nil
 }

@@ -365,20 +365,28 @@ func (c *checker) object(depth int, top bool) bool {
 		if top && c.top != nil {
 			c.top(c.data[k0:k1], v0, c.pos)
 		}
-		c.space()
-		if c.end(c.pos) {
-			return false
-		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case '}':
-			c.pos++
-			return !wrapper || validWrapper(c.data[start:c.pos])
-		default:
-			return false
+		if more, ok := c.next('}'); !ok || !more {
+			return ok && (!wrapper || validWrapper(c.data[start:c.pos]))
 		}
 	}
+}
+
+// next reads what follows a member of an object or an array: a comma
+// (more follow) or its closing character.
+func (c *checker) next(closing byte) (more, ok bool) {
+	c.space()
+	if c.end(c.pos) {
+		return false, false
+	}
+	switch c.data[c.pos] {
+	case ',':
+		c.pos++
+		return true, true
+	case closing:
+		c.pos++
+		return false, true
+	}
+	return false, false
 }
 
 // validWrapper reports whether the decoder takes an object that may be
@@ -401,7 +409,7 @@ func fastWrapper(obj []byte) (any, bool) {
 	}
 	if v, ok := bytes.CutPrefix(obj, []byte(`{"$date":"`)); ok && bytes.HasSuffix(v, []byte(`"}`)) {
 		s := v[:len(v)-2]
-		if bytes.IndexAny(s, `"\\`) < 0 {
+		if !bytes.ContainsAny(s, `"\\`) {
 			if t, err := time.Parse(time.RFC3339Nano, string(s)); err == nil {
 				return t.UTC(), true
 			}
@@ -439,18 +447,8 @@ func (c *checker) array(depth int) bool {
 		if !c.value(depth) {
 			return false
 		}
-		c.space()
-		if c.end(c.pos) {
-			return false
-		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case ']':
-			c.pos++
-			return true
-		default:
-			return false
+		if more, ok := c.next(']'); !ok || !more {
+			return ok
 		}
 	}
 }
