@@ -12,32 +12,43 @@ type block struct {
 	used int
 }
 
-// blockSize is the size of a block, unless a document needs more.
-const blockSize = 64 << 20
+// blockSize is the size of a block, unless a document needs more;
+// firstBlock is a reload's first.
+const (
+	blockSize  = 64 << 20
+	firstBlock = 1 << 20
+)
 
-// A blockWriter copies documents' text into blocks, one after another.
-// Blocks are never written again once a text is in them, but their
-// memory is only read through a text, which keeps its block reachable.
+// A blockWriter copies documents' text into blocks, one after another. A
+// text, once written, is never written again, and the memory of a block
+// is only read through a text, which keeps its block reachable.
 type blockWriter struct {
 	cur *block
-	// hint is how much more text is expected (what is left of the file),
-	// so that a block is no larger than it needs to be; 0: unknown.
+	// hint is how much text is left to come when all of a file's will be
+	// written, as in a first load: blocks are sized to it and populated
+	// at once. 0: unknown, as in a reload, which writes the documents that
+	// changed: blocks start small and double.
 	hint int64
-	// fill is set when all of the hint is expected, as in a first load: a
-	// reload's changed documents are fewer.
-	fill bool
 }
 
 // put copies b into a block and returns where it is.
 func (w *blockWriter) put(b []byte) text {
 	if w.cur == nil || len(w.cur.mem)-w.cur.used < len(b) {
-		size, fill := blockSize, false
-		if w.hint > 0 {
-			size, fill = int(min(w.hint, blockSize)), w.fill
+		var size int
+		switch {
+		case w.hint > 0:
+			size = int(min(w.hint, blockSize))
+		case w.cur == nil:
+			size = firstBlock
+		default:
+			size = min(2*len(w.cur.mem), blockSize)
 		}
-		w.cur = newBlock(max(size, len(b)), fill)
+		w.cur = newBlock(max(size, len(b)), w.hint > 0)
 	}
 	off := w.cur.used
 	w.cur.used += copy(w.cur.mem[off:], b)
+	if w.hint > int64(len(b)) {
+		w.hint -= int64(len(b))
+	}
 	return text{blk: w.cur, off: uint32(off), n: uint32(len(b))}
 }

@@ -56,7 +56,10 @@ func loadCollection(fsys fs.FS, name string, prev *coll) loaded {
 		size = info.Size()
 	}
 	l := &fileLoader{name: name, prev: prev, w: window{r: f, buf: make([]byte, min(max(size+1, 512), windowSize))},
-		blocks: blockWriter{hint: size, fill: prev == nil}, c: &coll{ids: map[idKey]int32{}}, same: prev != nil}
+		c: &coll{ids: map[idKey]int32{}}, same: prev != nil}
+	if prev == nil {
+		l.blocks.hint = size // all of it is to be written
+	}
 	if err := l.read(); err != nil {
 		if errors.Is(err, errNotArray) {
 			return loaded{err: l.slow(fsys)}
@@ -304,9 +307,6 @@ func (l *fileLoader) keep(raw []byte, spans *[len(indexed)]span, n int) error {
 		l.c.docs = append(l.c.docs, l.prev.docs[j])
 		l.same = l.same && j == i
 	} else {
-		if l.blocks.hint > int64(len(raw)) {
-			l.blocks.hint -= int64(len(raw))
-		}
 		l.c.docs = append(l.c.docs, stored{text: l.blocks.put(raw), id: k, spans: *spans})
 		l.same = false
 	}
