@@ -36,10 +36,8 @@ func (s docSlice) sorted(_ string, build func() (any, error)) (any, error) {
 // order of its file, found by _id, and the orders lists and walks have
 // asked for so far.
 type coll struct {
-	docs []stored
-	ids  map[idKey]int32
-	// bytes is the size of the documents' text.
-	bytes  int64
+	docs   []stored
+	ids    map[idKey]int32
 	orders orderCache
 }
 

@@ -310,7 +310,6 @@ func (l *fileLoader) keep(raw []byte, spans *[len(indexed)]span, n int) error {
 		l.c.docs = append(l.c.docs, stored{text: l.blocks.put(raw), id: k, spans: *spans})
 		l.same = false
 	}
-	l.c.bytes += int64(len(raw))
 	return nil
 }
 

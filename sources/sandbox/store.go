@@ -218,10 +218,18 @@ func (s *Store) query(ctx context.Context, resource, op string) (end func(error)
 	}
 }
 
+// coll is a collection of sources.Collections; another is empty.
+func (s *Store) coll(name string) *coll {
+	if c, ok := s.colls[name]; ok {
+		return c
+	}
+	return &coll{}
+}
+
 // byID finds a document by _id; a 24-hex id matches an ObjectID and,
 // failing that, the string.
 func (s *Store) byID(collection, id string) (*sources.Doc, bool, error) {
-	c := s.colls[collection]
+	c := s.coll(collection)
 	i, ok := c.byID(id)
 	if !ok {
 		return nil, false, nil
@@ -251,7 +259,7 @@ func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (_ *s
 // semantics, the where filter of the others with MongoDB semantics.
 func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, err error) {
 	res := q.Resource
-	c := s.colls[res.Collection]
+	c := s.coll(res.Collection)
 	if res.Search {
 		if q.Search == nil {
 			return nil, fmt.Errorf("sandbox: search list of %s without a search body: %w", res.Name, sources.ErrInvalid)
@@ -371,7 +379,7 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 		return nil, err
 	}
 	defer func() { end(err) }()
-	c := s.colls[l.Collection]
+	c := s.coll(l.Collection)
 	if l.Search {
 		return s.searchLookup(c, l)
 	}
