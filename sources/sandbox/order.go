@@ -295,45 +295,66 @@ func (env *searchEnv) searchInOrder(set docSet, req *searchReq, name string) (*s
 	var need fieldSet
 	need.query(req.query)
 	need.query(req.post)
-	c := &evalCtx{env: env}
-	match := func(i int) (bool, error) {
-		d := sources.NewDoc()
-		if !need.none() {
-			var err error
-			if d, err = need.read(set, i); err != nil {
-				return false, err
+	// match tells which documents at positions [lo, hi) the query (and
+	// post_filter) takes, in parts at once.
+	match := func(lo, hi int) ([]bool, error) {
+		parts, err := inParts(hi-lo, 256, func(plo, phi int) ([]bool, error) {
+			c := &evalCtx{env: env}
+			out := make([]bool, phi-plo)
+			for j := range out {
+				d := sources.NewDoc()
+				if !need.none() {
+					var err error
+					if d, err = need.read(set, int(o.pos[lo+plo+j])); err != nil {
+						return nil, err
+					}
+				}
+				ok, _ := req.query.eval(c, d)
+				if ok && req.post != nil {
+					ok, _ = req.post.eval(c, d)
+				}
+				out[j] = ok
 			}
-		}
-		ok, _ := req.query.eval(c, d)
-		if ok && req.post != nil {
-			ok, _ = req.post.eval(c, d)
-		}
-		return ok, nil
+			return out, nil
+		})
+		return slices.Concat(parts...), err
 	}
-	var always *bool // the answer for every document, when the query reads none
-	if need.none() {
-		ok, _ := match(0)
-		always = &ok
+	constant, every := need.none(), false // a query that reads no field takes every document or none
+	if constant && len(o.pos) > 0 {
+		ok, err := match(0, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		every = ok[0]
 	}
 	counted := func(n int) bool { return req.totalLimit >= 0 && n >= req.totalLimit }
 	pg := pager{start: start, skip: req.from, size: req.size}
-	for p := 0; p < len(o.pos); p++ {
+	// In batches that grow: a page of common matches needs few documents,
+	// a count of rare ones all of them.
+	for p, batch := 0, 1024; p < len(o.pos); batch = min(2*batch, 16384) {
 		if p < start && counted(pg.total) {
-			p = start - 1 // the total is known: on to the page
+			p = start // the total is known: on to the page
 			continue
 		}
 		if p >= start && len(pg.page) == req.size && counted(pg.total) {
 			break
 		}
-		ok := always != nil && *always
-		if always == nil {
-			if ok, err = match(int(o.pos[p])); err != nil {
+		hi := min(p+batch, len(o.pos))
+		if p < start {
+			hi = min(hi, start)
+		}
+		var ok []bool
+		if !constant {
+			if ok, err = match(p, hi); err != nil {
 				return nil, nil, err
 			}
 		}
-		if ok {
-			pg.add(p)
+		for q := p; q < hi; q++ {
+			if constant && every || !constant && ok[q-p] {
+				pg.add(q)
+			}
 		}
+		p = hi
 	}
 	res := &sources.Result{Total: pg.total}
 	if req.totalLimit >= 0 {

@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -272,6 +275,121 @@ func TestIndexedCoverResources(t *testing.T) {
 			if !allIndexed(fs.names) {
 				t.Errorf("%s sorts on %s: %v not all indexed (%v)", r.Name, f, fs.names, indexed)
 			}
+		}
+	}
+}
+
+// A collection large enough that orders, pages and scans are made in
+// parts at once answers as a small one: a walk serves every item once,
+// in order; searches in order and by scan agree; document lists and
+// lookups by a linking field find what their reference finds.
+func TestLargeCollection(t *testing.T) {
+	const n = 9000
+	var items, users strings.Builder
+	items.WriteString("[")
+	users.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			items.WriteString(",\n")
+			users.WriteString(",\n")
+		}
+		fmt.Fprintf(&items, `{"_id": "item-%05d", "guid": "g-%05d", "_updated": {"$date": "2026-01-%02dT00:00:%02dZ"}, "state": %q, "headline": "story %d", "assignment_id": "a-%d"}`,
+			i, (i*7919)%n, 1+i%28, i%60, []string{"published", "corrected", "spiked"}[i%3], i, i%50)
+		fmt.Fprintf(&users, `{"_id": "u-%05d", "username": "user%d", "n": %d}`, i, (i*31)%n, i%7)
+	}
+	items.WriteString("]")
+	users.WriteString("]")
+	s, err := Load(fstest.MapFS{"archive.json": {Data: []byte(items.String())}, "users.json": {Data: []byte(users.String())}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	// The walk of /items, as the server asks for it.
+	body := jdoc(t, `{"query": {"bool": {}}, "sort": [{"_updated": {"order": "desc"}}], "size": 500, "track_total_hits": 10000}`)
+	q := &sources.Query{Resource: itemsRes, MaxResults: 500, Search: body, Cursor: &sources.Cursor{}}
+	var walked []string
+	for range n {
+		res, err := s.Find(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range res.Docs {
+			id, _ := d.String("_id")
+			walked = append(walked, id)
+		}
+		if res.Next == nil {
+			break
+		}
+		q.Cursor = &sources.Cursor{After: res.Next}
+	}
+	docs := decodeAll(t, s.colls["archive"])
+	want := slices.Clone(docs)
+	slices.SortStableFunc(want, func(a, b *sources.Doc) int {
+		ta, _ := a.Get("_updated")
+		tb, _ := b.Get("_updated")
+		if c := tb.(time.Time).Compare(ta.(time.Time)); c != 0 {
+			return c
+		}
+		ga, _ := a.String("guid")
+		gb, _ := b.String("guid")
+		return strings.Compare(ga, gb)
+	})
+	wantIDs := make([]string, len(want))
+	for i, d := range want {
+		wantIDs[i], _ = d.String("_id")
+	}
+	if diff := cmp.Diff(walked, wantIDs); diff != "" {
+		t.Errorf("walk (-got +want):\n%s", diff)
+	}
+
+	// Searches in order and by scan.
+	env := &searchEnv{now: time.Now(), an: newAnalyzer(), resource: "archive"}
+	for _, b := range []string{
+		`{"query": {"term": {"state": "corrected"}}, "sort": [{"headline.keyword": "asc"}], "size": 20, "from": 40, "track_total_hits": 1000}`,
+		`{"query": {"query_string": {"query": "story"}}, "sort": [{"_updated": "desc"}, {"guid": "asc"}], "size": 30, "track_total_hits": true}`,
+		`{"query": {"bool": {"must_not": [{"term": {"state": "spiked"}}]}}, "post_filter": {"prefix": {"headline": "story 1"}}, "sort": ["_doc"], "size": 10}`,
+	} {
+		req, err := env.compileBody(jdoc(t, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotValues, err := env.searchInOrder(s.colls["archive"], req, sortJSON(jdoc(t, b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantValues, err := env.scan(s.colls["archive"], req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(pageOf(got, gotValues), pageOf(want, wantValues)); diff != "" {
+			t.Errorf("%s (-in order +scan):\n%s", b, diff)
+		}
+	}
+
+	// A document list, and lookups by a linking field.
+	userDocs := decodeAll(t, s.colls["users"])
+	compareFind(t, s.colls["users"], userDocs, &sources.Query{Resource: usersRes, Where: jdoc(t, `{"n": {"$in": [1, 3]}}`),
+		Sort: []sources.SortKey{{Field: "username", Desc: true}}, Page: 3, MaxResults: 25}, "users where n in 1, 3")
+	for _, search := range []bool{false, true} {
+		got, err := s.Lookup(ctx, sources.Lookup{Collection: "archive", Field: "assignment_id", Values: []any{"a-7", "a-42"}, Search: search})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantLinked []string
+		for _, d := range docs {
+			if a, _ := d.String("assignment_id"); a == "a-7" || a == "a-42" {
+				id, _ := d.String("_id")
+				wantLinked = append(wantLinked, id)
+			}
+		}
+		var gotLinked []string
+		for _, d := range got {
+			id, _ := d.String("_id")
+			gotLinked = append(gotLinked, id)
+		}
+		if diff := cmp.Diff(gotLinked, wantLinked); diff != "" {
+			t.Errorf("lookup by assignment_id (search %v) (-got +want):\n%s", search, diff)
 		}
 	}
 }

@@ -162,28 +162,45 @@ func (env *searchEnv) scan(set docSet, req *searchReq) (*sources.Result, [][]any
 	for _, n := range keep.names {
 		read.add(n)
 	}
-	var all []*sources.Doc // every document, for min_doc_count 0
 	keepAll := minDocCountZero(req.aggs)
-	c := &evalCtx{env: env}
-	var hits []hit
-	for i := range set.size() {
-		d, err := read.read(set, i)
-		if err != nil {
-			return nil, nil, err
-		}
-		if d == nil {
-			continue
-		}
-		if ok, s := req.query.eval(c, d); ok {
-			d = keep.pick(d)
-			hits = append(hits, hit{i: i, doc: d, score: s})
-		} else if keepAll {
-			d = keep.pick(d)
-		}
-		if keepAll {
-			all = append(all, d)
-		}
+	type part struct {
+		hits []hit
+		all  []*sources.Doc // every document, for min_doc_count 0
 	}
+	parts, err := inParts(set.size(), 256, func(lo, hi int) (part, error) {
+		var pt part
+		c := &evalCtx{env: env}
+		for i := lo; i < hi; i++ {
+			d, err := read.read(set, i)
+			if err != nil {
+				return pt, err
+			}
+			if d == nil {
+				continue
+			}
+			ok, s := req.query.eval(c, d)
+			if ok || keepAll {
+				d = keep.pick(d)
+			}
+			if ok {
+				pt.hits = append(pt.hits, hit{i: i, doc: d, score: s})
+			}
+			if keepAll {
+				pt.all = append(pt.all, d)
+			}
+		}
+		return pt, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var hits []hit
+	var all []*sources.Doc
+	for _, pt := range parts {
+		hits = append(hits, pt.hits...)
+		all = append(all, pt.all...)
+	}
+	c := &evalCtx{env: env}
 	res := &sources.Result{}
 	if len(req.aggs) > 0 {
 		matched := make([]*sources.Doc, len(hits))

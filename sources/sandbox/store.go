@@ -317,18 +317,30 @@ func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 	if size <= 0 {
 		size = -1
 	}
-	pg := pager{start: start, skip: skip, size: size}
-	for p, i := range o.pos {
-		if !always {
-			d, err := need.read(c, int(i))
+	// Which documents match, in parts at once.
+	parts, err := inParts(len(o.pos), 256, func(lo, hi int) ([]bool, error) {
+		out := make([]bool, hi-lo)
+		for p := lo; p < hi; p++ {
+			if always {
+				out[p-lo] = true
+				continue
+			}
+			d, err := need.read(c, int(o.pos[p]))
 			if err != nil {
 				return nil, err
 			}
-			if !m(d) {
-				continue
-			}
+			out[p-lo] = m(d)
 		}
-		pg.add(p)
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	pg := pager{start: start, skip: skip, size: size}
+	for p, ok := range slices.Concat(parts...) {
+		if ok {
+			pg.add(p)
+		}
 	}
 	docs, err := decodePage(c, pg.page, o.pos, func(d *sources.Doc) *sources.Doc { return d })
 	if err != nil {
