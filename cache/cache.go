@@ -67,6 +67,11 @@ type Options struct {
 	// no second invalidation.
 	SearchLag time.Duration
 
+	// Gate, when set, admits each load a request starts (cmd/prodapi's:
+	// the fair-share limiter, which charges it to the request's client);
+	// nil admits every load.
+	Gate Gate
+
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
 	Now     func() time.Time // nil: time.Now
@@ -74,6 +79,18 @@ type Options struct {
 	// tier that answered) and per load (cache.flight). Nil: no spans,
 	// at no cost.
 	Tracer trace.TracerProvider
+}
+
+// A Gate admits the backend loads requests start. The cache asks it in
+// the flight of the request about to load, with that request's context
+// (the values the server put in it), after the tiers and the fleet had
+// nothing: never for the requests that wait for another's load, for a
+// hit or a stale answer, or for a background refresh.
+type Gate interface {
+	// AdmitLoad admits the load, or refuses it with the error the request
+	// is answered with (the requests that waited for it then start a
+	// flight of their own). done is called once the load ended.
+	AdmitLoad(ctx context.Context) (done func(), err error)
 }
 
 // Defaults of Options.
@@ -96,6 +113,7 @@ type Cache struct {
 	reads   singleflight.Group // Redis reads, in the requests' own goroutines
 	flights singleflight.Group // loads
 	load    Loader
+	gate    Gate // nil: every load admitted
 
 	ttl         func(resource string, detail bool) time.Duration
 	stale       time.Duration
@@ -124,6 +142,7 @@ var _ Loader = (*Cache)(nil) // a cache is a loader too: the server's
 func New(shared *redistier.Tier, load Loader, opts Options) *Cache {
 	c := &Cache{
 		load:        load,
+		gate:        opts.Gate,
 		ttl:         opts.TTL,
 		stale:       max(opts.Stale, 0),
 		notFoundTTL: opts.NotFoundTTL,

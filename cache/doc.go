@@ -114,6 +114,16 @@
 // others. A panic in a load is an error (logged with its stack), never a
 // crash. Background refreshes run the same way, and Close cancels them.
 //
+// The request that is about to load asks the Gate first (Options.Gate:
+// cmd/prodapi's is the fair-share limiter, which charges the load to the
+// request's client and caps the loads each client has in flight), with
+// its own context: after the tiers and the fleet had nothing, so that a
+// hit, a stale answer, a request answered by another's load or a
+// background refresh is never charged a load. A refused load fails its
+// request with the gate's error (a 429), and the requests that waited
+// for it join the key's flight again, one of them asking the gate for
+// its own load. Loads of resources whose TTL is 0 ask it too.
+//
 // An entry past its freshness but within the stale window is served at
 // once, and one background refresh per key and process starts
 // (stale-while-revalidate). When a load or refresh fails (unavailable,

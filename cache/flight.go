@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -48,12 +49,53 @@ type fill struct {
 }
 
 // flight joins the flight of key, where one request at a time fills the
-// key (fill), and answers from what it produced.
+// key (fill), and answers from what it produced. When the gate refused
+// the load of the request that ran the flight, the others join a flight
+// again: one of them runs it, and asks the gate for its own load.
 func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead) (*sources.Representation, string, error) {
 	res := q.Resource.Name
-	leader := false // set inside the flight only when this request runs it
-	ch := c.flights.DoChan(key, func() (v any, err error) {
-		leader = true
+	for {
+		leader := false // set inside the flight only when this request runs it
+		select {
+		case r := <-c.lead(ctx, q, key, fresh, pre, &leader):
+			if rf, ok := errors.AsType[*refusal](r.Err); ok {
+				if !leader {
+					continue
+				}
+				return nil, "", rf.err
+			}
+			if r.Err != nil {
+				c.metrics.requests.Inc(res, OutcomeError)
+				return nil, "", r.Err
+			}
+			f := r.Val.(*fill)
+			collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
+			a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
+			if f.kind == kindPass {
+				rep := *f.pass
+				a.missing = rep.Missing
+				rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
+				if collapsed {
+					rep.Outcome = OutcomeCollapsed
+				}
+				c.metrics.requests.Inc(res, rep.Outcome)
+				c.countIncomplete(res, &rep)
+				return &rep, f.tier, nil
+			}
+			return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
+		case <-ctx.Done():
+			c.metrics.requests.Inc(res, OutcomeError)
+			return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// lead joins the flight of key, or starts it: then this request runs it
+// (leader is set) and fills the key.
+func (c *Cache) lead(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead, leader *bool) <-chan singleflight.Result {
+	res := q.Resource.Name
+	return c.flights.DoChan(key, func() (v any, err error) {
+		*leader = true
 		defer func() {
 			if p := recover(); p != nil {
 				c.log.Error("cache: panic in a fill", "resource", res, "panic", p, "stack", string(debug.Stack()))
@@ -70,31 +112,22 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		}
 		return c.fill(fctx, key, q, fresh, pre)
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			c.metrics.requests.Inc(res, OutcomeError)
-			return nil, "", r.Err
-		}
-		f := r.Val.(*fill)
-		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
-		a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
-		if f.kind == kindPass {
-			rep := *f.pass
-			a.missing = rep.Missing
-			rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
-			if collapsed {
-				rep.Outcome = OutcomeCollapsed
-			}
-			c.metrics.requests.Inc(res, rep.Outcome)
-			c.countIncomplete(res, &rep)
-			return &rep, f.tier, nil
-		}
-		return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
-	case <-ctx.Done():
-		c.metrics.requests.Inc(res, OutcomeError)
-		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+}
+
+// A refusal is the gate's refusal of a flight's load: the request that
+// ran the flight is answered with err, and the others join a flight
+// again.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return "cache: load refused: " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// admit asks the gate whether the request of ctx may start a load.
+func (c *Cache) admit(ctx context.Context) (done func(), err error) {
+	if c.gate == nil {
+		return func() {}, nil
 	}
+	return c.gate.AdmitLoad(ctx)
 }
 
 // fill runs inside the flight of key: it looks in the in-process tier
@@ -148,6 +181,11 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		return &fill{tier: tierRedis, kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, &refusal{err: err}
+	}
+	defer done()
 	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	switch {
@@ -254,6 +292,11 @@ func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc
 
 // bypass loads without the cache, for a resource whose TTL is zero.
 func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
