@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/prodapi/prodapi/server/fairshare"
+)
+
+// The fair-share limiter's places in a request (Options.Limits; the
+// order is the contract's): after routing, the address limit
+// (checkAddress), then authentication, whose refusals the address pays
+// for (unauthenticated), then the scope, whose refusals the client pays
+// for, then the client's limit (admit), then the parameters; and the
+// loads the request starts, which the cache charges to the client it
+// finds in the request's context (loadContext). Every answer after
+// admit carries the RateLimit headers.
+
+// checkAddress refuses a request from an address that has spent its
+// limit of refused requests (429).
+func (s *Server) checkAddress(w http.ResponseWriter, r *http.Request) error {
+	if s.limits == nil {
+		return nil
+	}
+	return s.limits.CheckAddress(s.requests.clientIP(r), s.requestTime(w))
+}
+
+// unauthenticated charges a request authentication refused to its
+// address.
+func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request) {
+	if s.limits != nil {
+		s.limits.Unauthenticated(w.Header(), s.requests.clientIP(r), s.requestTime(w))
+	}
+}
+
+// admit charges the request to its client (the token's, or with
+// authentication off, its address), or refuses it: 429 once the
+// client's limit is spent. The client's share goes with the request, for
+// the loads it starts.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, c *Claims) error {
+	if s.limits == nil {
+		return nil
+	}
+	var share *fairshare.Share
+	var err error
+	if c == nil {
+		share, err = s.limits.AdmitAddress(w.Header(), s.requests.clientIP(r), s.requestTime(w))
+	} else {
+		share, err = s.limits.Admit(w.Header(), c.Client, s.requestTime(w))
+	}
+	if info := infoOf(w); info != nil && err == nil {
+		info.share = share
+	}
+	return err
+}
+
+// loadContext is the context of the loads the request starts: its own,
+// with its client's share for the cache's gate to charge.
+func (s *Server) loadContext(w http.ResponseWriter, r *http.Request) context.Context {
+	if info := infoOf(w); info != nil && info.share != nil {
+		return fairshare.WithShare(r.Context(), info.share)
+	}
+	return r.Context()
+}
