@@ -17,6 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -46,6 +47,11 @@ type Claims struct {
 	Client  string
 	Scopes  []string
 	Expires time.Time
+
+	// share is Client's share of the fair-share limiter, kept with the
+	// claims of a remembered token (shareOf); nil until its first
+	// request.
+	share atomic.Pointer[fairshare.Share]
 }
 
 // Has reports whether the claims carry scope, by exact membership.
@@ -279,7 +285,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string)
 		return err
 	}
 	if c != nil && scope != "" && !c.Has(scope) {
-		s.limits.Charge(w.Header(), c.Client, s.requestTime(w)) // refused, and still a request
+		s.limits.Charge(w.Header(), s.shareOf(c, s.requestTime(w)), s.requestTime(w)) // refused, and still a request
 		return forbidden(c, scope)
 	}
 	return s.admit(w, r, c)

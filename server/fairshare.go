@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/prodapi/prodapi/server/fairshare"
 )
@@ -19,7 +20,7 @@ import (
 // checkAddress refuses a request from an address that has spent its
 // limit of refused requests (429).
 func (s *Server) checkAddress(w http.ResponseWriter, r *http.Request) error {
-	if s.limits == nil {
+	if !s.limits.Watching() {
 		return nil
 	}
 	return s.limits.CheckAddress(s.requests.clientIP(r), s.requestTime(w))
@@ -41,17 +42,33 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c *Claims) error 
 	if s.limits == nil {
 		return nil
 	}
+	now := s.requestTime(w)
 	var share *fairshare.Share
 	var err error
 	if c == nil {
-		share, err = s.limits.AdmitAddress(w.Header(), s.requests.clientIP(r), s.requestTime(w))
+		share, err = s.limits.AdmitAddress(w.Header(), s.requests.clientIP(r), now)
 	} else {
-		share, err = s.limits.Admit(w.Header(), c.Client, s.requestTime(w))
+		share = s.shareOf(c, now)
+		err = s.limits.Admit(w.Header(), share, now)
 	}
 	if info := infoOf(w); info != nil && err == nil {
 		info.share = share
 	}
 	return err
+}
+
+// shareOf is the share of c's client, kept with c: a remembered token's
+// requests find it without asking the limiter, until the limiter forgets
+// it.
+func (s *Server) shareOf(c *Claims, now time.Time) *fairshare.Share {
+	if sh := c.share.Load(); sh != nil && !sh.Forgotten() {
+		return sh
+	}
+	sh := s.limits.Client(c.Client, now)
+	if sh != nil {
+		c.share.Store(sh)
+	}
+	return sh
 }
 
 // loadContext is the context of the loads the request starts: its own,

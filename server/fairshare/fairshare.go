@@ -95,6 +95,9 @@ type Limiter struct {
 	mu     sync.RWMutex
 	shares map[key]*Share
 	addrs  int // shares keyed by an address, at most maxAddresses
+	// addresses counts the shares of the address limit, so that a
+	// request need not look while there is none.
+	addresses atomic.Int64
 
 	// alone is set while the fleet cannot be asked: the last charge
 	// failed.
@@ -236,12 +239,17 @@ func (l *Limiter) policyOf(name string) *policy {
 	return l.client
 }
 
+// Watching reports whether CheckAddress may refuse anything: whether an
+// address has had a request refused lately. Until one has, the caller
+// need not work out the request's address.
+func (l *Limiter) Watching() bool { return l != nil && l.address != nil && l.addresses.Load() != 0 }
+
 // CheckAddress refuses a request from addr, before authentication, while
 // its address has spent its limit of requests authentication refused:
 // 429, with the headers. An address that never had one refused, or an
 // invalid one, is never refused.
 func (l *Limiter) CheckAddress(addr netip.Addr, now time.Time) error {
-	if l == nil || l.address == nil || !addr.IsValid() {
+	if l == nil || l.address == nil || !addr.IsValid() || l.addresses.Load() == 0 {
 		return nil
 	}
 	s := l.lookup(addressKey(addr))
@@ -266,58 +274,61 @@ func (l *Limiter) Unauthenticated(h http.Header, addr netip.Addr, now time.Time)
 	}
 }
 
-// Admit charges a request to the client named client, or refuses it:
-// 429 once its limit is spent. It says what the client has left in h,
-// and returns the client's share, for WithShare (nil when nothing limits
-// the client).
-func (l *Limiter) Admit(h http.Header, client string, now time.Time) (*Share, error) {
+// Client is the share of the client named client, made on its first
+// request; nil when nothing limits it. A caller may keep it for the
+// client's next requests while it is not Forgotten.
+func (l *Limiter) Client(client string, now time.Time) *Share {
 	if l == nil {
-		return nil, nil
+		return nil
 	}
-	return l.admit(h, clientKey(client), l.policyOf(client), now)
-}
-
-// AdmitAddress is Admit for a request without authentication (it is
-// off): its address is the client, under the limit of clients without
-// one of their own.
-func (l *Limiter) AdmitAddress(h http.Header, addr netip.Addr, now time.Time) (*Share, error) {
-	if l == nil || !addr.IsValid() {
-		return nil, nil
-	}
-	return l.admit(h, anonymousKey(addr), l.client, now)
-}
-
-func (l *Limiter) admit(h http.Header, k key, p *policy, now time.Time) (*Share, error) {
+	p := l.policyOf(client)
 	if p == nil && l.maxLoads == 0 {
-		return nil, nil
+		return nil
 	}
-	s := l.share(k, p, now)
-	if s == nil || p == nil {
-		return s, nil
+	return l.share(clientKey(client), p, now)
+}
+
+// Admit charges a request to s (a client's share: Client), or refuses it:
+// 429 once its limit is spent. It says what the client has left in h. A
+// nil s is admitted.
+func (l *Limiter) Admit(h http.Header, s *Share, now time.Time) error {
+	if l == nil || s == nil {
+		return nil
+	}
+	s.touch(now)
+	p := s.policy
+	if p == nil {
+		return nil
 	}
 	lim := s.local.Load()
 	if !lim.AllowN(now, 1) {
-		return nil, l.refuse(s, lim.TokensAt(now), 1, errClientLimit)
+		return l.refuse(s, lim.TokensAt(now), 1, errClientLimit)
 	}
 	l.served(s, 1)
 	p.header(h, lim.TokensAt(now))
-	return s, nil
+	return nil
 }
 
-// Charge charges a request to the client named client without a check (a
-// 403: the request was refused, and still costs), and says what the
-// client has left in h.
-func (l *Limiter) Charge(h http.Header, client string, now time.Time) {
-	if l == nil {
+// AdmitAddress is Client and Admit for a request without authentication
+// (it is off): its address is the client, under the limit of clients
+// without one of their own.
+func (l *Limiter) AdmitAddress(h http.Header, addr netip.Addr, now time.Time) (*Share, error) {
+	if l == nil || !addr.IsValid() || (l.client == nil && l.maxLoads == 0) {
+		return nil, nil
+	}
+	s := l.share(anonymousKey(addr), l.client, now)
+	return s, l.Admit(h, s, now)
+}
+
+// Charge charges a request to s without a check (a 403: the request was
+// refused, and still costs), and says what the client has left in h.
+func (l *Limiter) Charge(h http.Header, s *Share, now time.Time) {
+	if l == nil || s == nil || s.policy == nil {
 		return
 	}
-	p := l.policyOf(client)
-	if p == nil {
-		return
-	}
-	s := l.share(clientKey(client), p, now)
+	s.touch(now)
 	l.force(s, now, 1)
-	p.header(h, s.local.Load().TokensAt(now))
+	s.policy.header(h, s.local.Load().TokensAt(now))
 }
 
 // refuse counts a refusal of s at its limit and returns the 429.

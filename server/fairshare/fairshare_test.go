@@ -88,8 +88,15 @@ func (r *replica) limited(client string) uint64 {
 // admit admits a request of client now, returning its headers.
 func (r *replica) admit(client string) (http.Header, error) {
 	h := http.Header{}
-	_, err := r.Admit(h, client, r.clock.Now())
+	_, err := r.request(h, client)
 	return h, err
+}
+
+// request admits a request of client now, returning its share.
+func (r *replica) request(h http.Header, client string) (*Share, error) {
+	now := r.clock.Now()
+	s := r.Client(client, now)
+	return s, r.Admit(h, s, now)
 }
 
 // refusal is err's 429, or fails the test.
@@ -219,7 +226,7 @@ func TestAddressLimit(t *testing.T) {
 func TestLoadsCostMore(t *testing.T) {
 	r := newReplica(t, testkit.NewClock(start), Options{Client: Rate{15, time.Second}, MissCost: 10})
 	load := func() error {
-		s, err := r.Admit(http.Header{}, "c", r.clock.Now())
+		s, err := r.request(http.Header{}, "c")
 		if err != nil {
 			return err
 		}
@@ -249,7 +256,7 @@ func TestLoadsCostMore(t *testing.T) {
 func TestLoadCap(t *testing.T) {
 	r := newReplica(t, testkit.NewClock(start), Options{MaxLoads: 2})
 	ctx := func(client string) context.Context {
-		s, err := r.Admit(http.Header{}, client, r.clock.Now())
+		s, err := r.request(http.Header{}, client)
 		if err != nil || s == nil {
 			t.Fatalf("admit %s: %v %v", client, s, err)
 		}
@@ -293,7 +300,7 @@ func TestReplicasShareTheCount(t *testing.T) {
 		}
 	}
 	a.flush(context.Background())
-	s, err := b.Admit(http.Header{}, "c", clock.Now())
+	s, err := b.request(http.Header{}, "c")
 	if err != nil {
 		t.Fatalf("B, before it heard from the fleet: %v (one batch may overshoot)", err)
 	}
@@ -384,15 +391,19 @@ func TestIdleSharesForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, _ := r.Admit(http.Header{}, "loading", r.clock.Now())
+	s, _ := r.request(http.Header{}, "loading")
 	done, err := r.AdmitLoad(WithShare(context.Background(), s))
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := r.lookup(clientKey("a"))
 	r.clock.Advance(30 * time.Second)
 	r.admit("b")
-	r.clock.Advance(31 * time.Second)
+	r.clock.Advance(32 * time.Second)
 	r.flush(context.Background())
+	if !a.Forgotten() {
+		t.Error("a's share, forgotten, does not say so: whoever kept it would go on counting into nothing")
+	}
 	held := func() []string {
 		var names []string
 		for _, name := range []string{"a", "b", "loading"} {
@@ -405,8 +416,11 @@ func TestIdleSharesForgotten(t *testing.T) {
 	if got := held(); !cmp.Equal(got, []string{"b", "loading"}) {
 		t.Errorf("held %v, want b (used 31s ago) and loading (a load in flight)", got)
 	}
+	if r.Client("a", r.clock.Now()) == a {
+		t.Error("a's next request found its forgotten share")
+	}
 	done()
-	r.clock.Advance(time.Minute)
+	r.clock.Advance(2 * time.Minute)
 	r.flush(context.Background())
 	if got := held(); len(got) != 0 {
 		t.Errorf("held %v, want none", got)
@@ -433,8 +447,11 @@ func TestNilLimiter(t *testing.T) {
 	if err := l.CheckAddress(netip.MustParseAddr("192.0.2.1"), now); err != nil {
 		t.Error(err)
 	}
-	if s, err := l.Admit(http.Header{}, "c", now); s != nil || err != nil {
-		t.Error(s, err)
+	if s := l.Client("c", now); s != nil {
+		t.Error(s)
+	}
+	if err := l.Admit(http.Header{}, nil, now); err != nil {
+		t.Error(err)
 	}
 	if done, err := l.AdmitLoad(context.Background()); err != nil {
 		t.Error(err)

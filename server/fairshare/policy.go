@@ -39,8 +39,16 @@ type policy struct {
 	declared []string
 	// values are RateLimit's values by r and t (t 0 or 1, the values a
 	// limit per second has), made on first use; nil for a limit with
-	// more events than maxValues.
+	// more events than maxValues, which keeps its last value instead
+	// (a bucket far from empty says the same r on every request).
 	values []atomic.Pointer[[]string]
+	last   atomic.Pointer[lastValue]
+}
+
+// A lastValue is RateLimit's last value of a policy without values.
+type lastValue struct {
+	r, t  int64
+	value []string
 }
 
 // maxValues bounds the values a policy keeps made.
@@ -82,7 +90,12 @@ func (p *policy) value(r, t int64) []string {
 		p.values[i].Store(&v)
 		return v
 	}
-	return []string{p.format(r, t)}
+	if l := p.last.Load(); l != nil && l.r == r && l.t == t {
+		return l.value
+	}
+	l := &lastValue{r: r, t: t, value: []string{p.format(r, t)}}
+	p.last.Store(l)
+	return l.value
 }
 
 func (p *policy) format(r, t int64) string {

@@ -90,9 +90,22 @@ type Share struct {
 	local   atomic.Pointer[rate.Limiter]
 	pending atomic.Int64 // cost taken here since the last charge to the fleet
 	owed    atomic.Int64 // cost the fleet could not take at the last charge
-	used    atomic.Int64 // the last request's time, in Unix nanoseconds
+	used    atomic.Int64 // the last request's time, in Unix nanoseconds, to the second
 	loads   *semaphore.Weighted
 	loading atomic.Int64 // loads in flight
+	gone    atomic.Bool  // forgotten: the limiter holds another share for its key, if any
+}
+
+// Forgotten reports whether the limiter forgot s (idle): a caller that
+// kept it asks the limiter for the client's share again.
+func (s *Share) Forgotten() bool { return s.gone.Load() }
+
+// touch notes a request at now, to the second: for forgetting idle
+// shares, a write seldom made on a line every request reads.
+func (s *Share) touch(now time.Time) {
+	if t := now.UnixNano(); t-s.used.Load() >= int64(time.Second) {
+		s.used.Store(t)
+	}
 }
 
 // lookup is the share of k, nil if there is none.
@@ -125,12 +138,13 @@ func (l *Limiter) share(k key, p *policy, now time.Time) *Share {
 			if k.byAddress() {
 				l.addrs++
 			}
+			if k.kind == kindAddress {
+				l.addresses.Add(1)
+			}
 		}
 		l.mu.Unlock()
 	}
-	if t := now.UnixNano(); s.used.Load() != t {
-		s.used.Store(t)
-	}
+	s.touch(now)
 	return s
 }
 
@@ -172,7 +186,7 @@ func (s *Share) seed(now time.Time, tokens int64) {
 // idle reports whether s may be forgotten: unused for idleAfter, nothing
 // to charge, no load in flight, its bucket full.
 func (s *Share) idle(now time.Time) bool {
-	if now.UnixNano()-s.used.Load() < int64(idleAfter) || s.pending.Load() != 0 || s.owed.Load() != 0 || s.loading.Load() != 0 {
+	if now.UnixNano()-s.used.Load() < int64(idleAfter+time.Second) || s.pending.Load() != 0 || s.owed.Load() != 0 || s.loading.Load() != 0 {
 		return false
 	}
 	return s.policy == nil || s.local.Load().TokensAt(now) >= float64(s.policy.rate.Events)
@@ -202,8 +216,12 @@ func (l *Limiter) flush(ctx context.Context) {
 		for i, k := range idleKeys {
 			if l.shares[k] == idle[i] && idle[i].idle(now) {
 				delete(l.shares, k)
+				idle[i].gone.Store(true)
 				if k.byAddress() {
 					l.addrs--
+				}
+				if k.kind == kindAddress {
+					l.addresses.Add(-1)
 				}
 			}
 		}
