@@ -121,6 +121,8 @@ type Config struct {
 	// (PRODAPI_FEED_POLL).
 	FeedPoll time.Duration
 
+	Limits Limits // the fair share: rate limits and the cap on loads (limits.go)
+
 	Tracing Tracing
 
 	// Warnings are what LoadFrom found suspicious but not wrong enough to
@@ -378,6 +380,7 @@ func LoadFrom(e Env) (Config, error) {
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.defaultMediaPrefix()), "/")
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
+	c.Limits = p.limits()
 
 	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
 		p.errorf("PORT %q is not a port number", c.Port)

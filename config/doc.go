@@ -18,5 +18,6 @@
 // service listens, Config.Listening moves it (and the default
 // MEDIA_PREFIX built on it) to the port actually listened on.
 //
-// Durations take Go syntax (10s, 5m) or a number of seconds.
+// Durations take Go syntax (10s, 5m) or a number of seconds; rate limits
+// a number of events per second, minute or hour (600/s, 100/h) or off.
 package config

@@ -108,6 +108,11 @@ var settings = []Setting{
 	{Name: "PRODAPI_CHANGES_MAX_STREAMS", Help: "/changes event streams open at once; beyond, a new one is refused (503); each holds a connection of PRODAPI_MAX_CONNS", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxStreams) }},
 	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes token older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
 	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates only: deletions are not seen)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
+	{Name: "PRODAPI_RATE_LIMIT", Help: "each client's rate limit, shared by the fleet: <n>/s, /m or /h, or off; a request costs 1, one that loads from a backend 1 + PRODAPI_RATE_MISS_COST", Value: func(c Config) string { return c.Limits.Rate.String() }},
+	{Name: "PRODAPI_RATE_LIMIT_CLIENTS", Help: "clients' own limits, by client_id (else sub): client-a=50/s,client-b=off", Value: func(c Config) string { return clientRates(c.Limits.Clients) }},
+	{Name: "PRODAPI_RATE_LIMIT_ADDR", Help: "limit per client address of the requests authentication refuses; once spent, every request from there is refused (429) before authentication; off: none", Value: func(c Config) string { return c.Limits.Address.String() }},
+	{Name: "PRODAPI_RATE_MISS_COST", Help: "what a request that starts a backend load costs on top of its 1", Value: func(c Config) string { return strconv.Itoa(c.Limits.MissCost) }},
+	{Name: "PRODAPI_CLIENT_MAX_LOADS", Help: "backend loads one client may have in flight on a replica; beyond, 429; 0: no cap", Value: func(c Config) string { return strconv.Itoa(c.Limits.MaxLoads) }},
 	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 
