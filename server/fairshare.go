@@ -15,7 +15,8 @@ import (
 // for, then the client's limit (admit), then the parameters; and the
 // loads the request starts, which the cache charges to the client it
 // finds in the request's context (loadContext). Every answer after
-// admit carries the RateLimit headers.
+// admit carries the RateLimit headers; the refusals of a client that
+// does not wait as Retry-After says are held before they go out (hold).
 
 // checkAddress refuses a request from an address that has spent its
 // limit of refused requests (429).
@@ -23,7 +24,20 @@ func (s *Server) checkAddress(w http.ResponseWriter, r *http.Request) error {
 	if !s.limits.Watching() {
 		return nil
 	}
-	return s.limits.CheckAddress(s.requests.clientIP(r), s.requestTime(w))
+	return s.hold(w, r, s.limits.CheckAddress(s.requests.clientIP(r), s.requestTime(w)))
+}
+
+// hold holds a request refused at a rate limit before its 429 goes out,
+// when its client did not wait as its last 429 said (fairshare's Hold: a
+// second), and leaves it out of the request-duration histogram, whose
+// latencies it would swamp, as long polls are. It returns err.
+func (s *Server) hold(w http.ResponseWriter, r *http.Request, err error) error {
+	if err != nil && s.limits.Hold(r.Context(), err) {
+		if info := infoOf(w); info != nil {
+			info.untimed = true
+		}
+	}
+	return err
 }
 
 // unauthenticated charges a request authentication refused to its
@@ -54,7 +68,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c *Claims) error 
 	if info := infoOf(w); info != nil && err == nil {
 		info.share = share
 	}
-	return err
+	return s.hold(w, r, err)
 }
 
 // shareOf is the share of c's client, kept with c: a remembered token's

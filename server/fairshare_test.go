@@ -21,7 +21,7 @@ import (
 // clock (which stands still: buckets never refill), flushed by nobody.
 func limited(t *testing.T, load LoaderFunc, opts fairshare.Options, edit ...func(*Options)) *testServer {
 	t.Helper()
-	opts.Now, opts.Flush = func() time.Time { return testNow }, -1
+	opts.Now, opts.Flush, opts.Hold = func() time.Time { return testNow }, -1, -1
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewMetrics()
 	}
@@ -116,7 +116,7 @@ func TestTooManyRequestsAnswer(t *testing.T) {
 func TestLoadsCostTheirMissCost(t *testing.T) {
 	m := metrics.NewMetrics()
 	l, err := fairshare.New(fairshare.Options{Client: fairshare.Rate{Events: 26, Per: time.Second}, MissCost: 10, MaxLoads: 1,
-		Now: func() time.Time { return testNow }, Flush: -1, Metrics: m})
+		Now: func() time.Time { return testNow }, Flush: -1, Hold: -1, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
 	rep, err := s.load.Load(s.loadContext(w, r), q)
 	if err != nil {
-		return err
+		return s.hold(w, r, err) // a load refused at its client's limit
 	}
 	s.writeRepresentation(w, r, rep)
 	return nil

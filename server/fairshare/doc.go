@@ -61,6 +61,16 @@
 // "address" for an address's. Over the cap of loads in flight: 429 with
 // Retry-After: 1.
 //
+// A 429 costs a replica about what a hit does, so a client that asks
+// again at once, in a loop, would still take the CPU its 429s cost from
+// everyone else. So a client refused at a rate limit again before its
+// last 429's Retry-After had passed is held a second (Options.Hold)
+// before its 429 goes out (Hold; the server leaves held requests out of
+// its latency histogram): a loop gets an answer per connection and
+// second, while what its rate still pays for goes on being served. A
+// client that waits as Retry-After says is never held. At most maxHolds
+// requests of one client are held at once on a replica.
+//
 // # Memory
 //
 // A replica keeps a share per client it served and per address that sent

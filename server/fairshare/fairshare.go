@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 )
 
@@ -69,15 +71,21 @@ type Options struct {
 	// Flush is how often the requests served here are charged to the
 	// fleet; 0 means 100ms. Negative: never on its own (tests flush).
 	Flush time.Duration
+	// Hold is the longest Hold keeps a refused request; 0 means a
+	// second. Negative: refusals go out at once.
+	Hold time.Duration
 
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
 	Now     func() time.Time // nil: time.Now
 }
 
-// DefaultFlush is how often, by default, what a replica served is
-// charged to the fleet.
-const DefaultFlush = 100 * time.Millisecond
+// Defaults of Options: how often what a replica served is charged to
+// the fleet, and how long a refused request is held at most.
+const (
+	DefaultFlush = 100 * time.Millisecond
+	DefaultHold  = time.Second
+)
 
 // A Limiter is the fair-share limiter; see the package documentation. A
 // nil *Limiter limits nothing. It is safe for concurrent use; Close
@@ -89,6 +97,7 @@ type Limiter struct {
 	missCost int
 	maxLoads int64
 	fleet    Fleet
+	hold     time.Duration // the longest a refusal is held; 0: none
 	now      func() time.Time
 	log      *slog.Logger
 
@@ -109,10 +118,12 @@ type Limiter struct {
 }
 
 // Memory bounds: shares idle this long with a full bucket are forgotten;
-// at most maxAddresses addresses are held.
+// at most maxAddresses addresses are held; at most maxHolds refusals of
+// one share are held at once.
 const (
 	idleAfter    = time.Minute
 	maxAddresses = 1 << 16
+	maxHolds     = 64
 )
 
 // The causes of refusals, for the access log.
@@ -131,6 +142,7 @@ func New(opts Options) (*Limiter, error) {
 		missCost: max(opts.MissCost, 0),
 		maxLoads: int64(max(opts.MaxLoads, 0)),
 		fleet:    opts.Fleet,
+		hold:     max(cmp.Or(opts.Hold, DefaultHold), 0),
 		now:      opts.Now,
 		log:      opts.Logger,
 		shares:   map[key]*Share{},
@@ -331,10 +343,57 @@ func (l *Limiter) Charge(h http.Header, s *Share, now time.Time) {
 	s.policy.header(h, s.local.Load().TokensAt(now))
 }
 
-// refuse counts a refusal of s at its limit and returns the 429.
+// refuse counts a refusal of s at its limit and returns the 429, noting
+// whether the client came back before the Retry-After of its last
+// refusal had passed.
 func (l *Limiter) refuse(s *Share, tokens float64, need int, cause error) error {
 	s.policy.limited.Inc()
-	return s.policy.refusal(tokens, need, cause)
+	wait := s.policy.wait(tokens, need)
+	now := l.now().UnixNano()
+	early := now < s.retryAt.Load()
+	s.retryAt.Store(now + retryAfter(wait)*int64(time.Second))
+	return &refusal{err: s.policy.refusal(tokens, wait, cause), share: s, early: early}
+}
+
+// A refusal is a request refused at a rate limit: the 429 it is answered
+// with (an *httperr.Error, which it wraps), and what Hold needs.
+type refusal struct {
+	err   *httperr.Error
+	share *Share
+	early bool // sent before the last refusal's Retry-After had passed
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// Hold holds a request refused at a rate limit (CheckAddress, Admit,
+// AdmitLoad) whose client did not wait as its last refusal's
+// Retry-After said: for Options.Hold (a second) before its 429 goes out,
+// or until ctx ends. A client that waits as Retry-After says is never
+// held; one that asks again at once, in a loop, gets an answer per
+// connection and second, and no more of the replica's CPU than that,
+// while the requests its rate still pays for go on being served. At most
+// maxHolds requests of one share are held at once on a replica (the rest
+// are answered at once), so that a client cannot hold connections
+// without bound. It reports whether it held the request.
+func (l *Limiter) Hold(ctx context.Context, err error) bool {
+	r, ok := errors.AsType[*refusal](err)
+	if l == nil || !ok || !r.early || l.hold <= 0 {
+		return false
+	}
+	s := r.share
+	if s.holding.Add(1) > maxHolds {
+		s.holding.Add(-1)
+		return false
+	}
+	defer s.holding.Add(-1)
+	t := time.NewTimer(l.hold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // shareKey is the context key of a request's share.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,8 +100,8 @@ func (r *replica) request(h http.Header, client string) (*Share, error) {
 	return s, r.Admit(h, s, now)
 }
 
-// refusal is err's 429, or fails the test.
-func refusal(t *testing.T, err error) *httperr.Error {
+// tooMany is err's 429, or fails the test.
+func tooMany(t *testing.T, err error) *httperr.Error {
 	t.Helper()
 	he, ok := errors.AsType[*httperr.Error](err)
 	if !ok || he.Status != http.StatusTooManyRequests {
@@ -125,7 +126,7 @@ func TestAdmitUpToTheLimit(t *testing.T) {
 		}
 	}
 	_, err := r.admit("mirror")
-	he := refusal(t, err)
+	he := tooMany(t, err)
 	want := http.Header{"Retry-After": {"1"}, "Ratelimit-Policy": {`"client";q=20;w=1`}, "Ratelimit": {`"client";r=0;t=1`}}
 	if diff := cmp.Diff(want, he.Header); diff != "" {
 		t.Errorf("the refusal's headers (-want +got):\n%s", diff)
@@ -200,7 +201,7 @@ func TestAddressLimit(t *testing.T) {
 			t.Errorf("a 401's headers: %v", h)
 		}
 	}
-	he := refusal(t, r.CheckAddress(a, now))
+	he := tooMany(t, r.CheckAddress(a, now))
 	if he.Msg != msgAddress || he.Header.Get("Retry-After") != "1" {
 		t.Errorf("refusal %q %v", he.Msg, he.Header)
 	}
@@ -211,7 +212,7 @@ func TestAddressLimit(t *testing.T) {
 	for range 3 {
 		r.Unauthenticated(http.Header{}, v6, now)
 	}
-	refusal(t, r.CheckAddress(netip.MustParseAddr("2001:db8:1:2:ffff::9"), now))
+	tooMany(t, r.CheckAddress(netip.MustParseAddr("2001:db8:1:2:ffff::9"), now))
 	if err := r.CheckAddress(netip.MustParseAddr("2001:db8:1:3::1"), now); err != nil {
 		t.Errorf("another /64: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestLoadsCostMore(t *testing.T) {
 	if err := load(); err != nil {
 		t.Fatalf("the first load: %v", err)
 	}
-	he := refusal(t, load()) // 11 spent, 1 more for the request: 3 left
+	he := tooMany(t, load()) // 11 spent, 1 more for the request: 3 left
 	if he.Header.Get("Ratelimit") != `"client";r=3;t=1` || !errors.Is(he, errLoadLimit) {
 		t.Errorf("a load refused: %v %v", he.Header, he.Err)
 	}
@@ -268,7 +269,7 @@ func TestLoadCap(t *testing.T) {
 		t.Fatalf("two loads: %v, %v", err1, err2)
 	}
 	_, err := r.AdmitLoad(ctx("a"))
-	he := refusal(t, err)
+	he := tooMany(t, err)
 	if he.Header.Get("Retry-After") != "1" || he.Msg != msgLoads {
 		t.Errorf("the third load: %q %v", he.Msg, he.Header)
 	}
@@ -470,4 +471,67 @@ func metricsText(t *testing.T, m *metrics.Metrics) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// A client that asks again before its 429's Retry-After has passed is
+// held before its next 429 goes out; one that waited is not. At most
+// maxHolds of one client's requests are held at once; a held request
+// ends with its context.
+func TestHoldsClientsThatDoNotWait(t *testing.T) {
+	clock := testkit.NewClock(start)
+	m := metrics.NewMetrics()
+	l, err := New(Options{Client: Rate{11, time.Second}, MissCost: 10, Now: clock.Now, Flush: -1, Hold: time.Hour, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	refuse := func() error {
+		now := clock.Now()
+		err := l.Admit(http.Header{}, l.Client("c", now), now)
+		if err == nil {
+			t.Fatal("admitted")
+		}
+		return err
+	}
+	for range 11 {
+		l.Admit(http.Header{}, l.Client("c", clock.Now()), clock.Now())
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if l.Hold(cancelled, refuse()) {
+		t.Error("the first 429 was held")
+	}
+	clock.Advance(50 * time.Millisecond) // within the last one's Retry-After: 1
+	early := refuse()
+	if !l.Hold(cancelled, early) {
+		t.Error("a 429 50ms into the last one's Retry-After was not held")
+	}
+	clock.Advance(1500 * time.Millisecond) // waited: refilled, spend it again
+	for range 11 {
+		l.Admit(http.Header{}, l.Client("c", clock.Now()), clock.Now())
+	}
+	if l.Hold(cancelled, refuse()) {
+		t.Error("a 429 after the last one's Retry-After was held")
+	}
+	// maxHolds at once; the next goes out at once.
+	ctx, release := context.WithCancel(context.Background())
+	var held sync.WaitGroup
+	clock.Advance(50 * time.Millisecond)
+	early = refuse()
+	for range maxHolds {
+		held.Go(func() { l.Hold(ctx, early) })
+	}
+	s := l.Client("c", clock.Now())
+	testkit.Eventually(t, "maxHolds requests held", func() bool { return s.holding.Load() == maxHolds })
+	if l.Hold(context.Background(), early) {
+		t.Error("a request held beyond maxHolds")
+	}
+	release()
+	held.Wait()
+	if s.holding.Load() != 0 {
+		t.Errorf("%d still held", s.holding.Load())
+	}
+	if l.Hold(cancelled, errors.New("another error")) {
+		t.Error("held an error that is no refusal")
+	}
 }

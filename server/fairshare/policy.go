@@ -108,11 +108,15 @@ func (p *policy) format(r, t int64) string {
 	return string(b)
 }
 
-// refusal is the 429 of a request that needed need events from a bucket
-// holding tokens: Retry-After is how long until the bucket holds them,
-// in whole seconds, at least 1, and RateLimit's t the same.
-func (p *policy) refusal(tokens float64, need int, cause error) *httperr.Error {
-	wait := time.Duration((float64(need) - tokens) / float64(p.perSec) * float64(time.Second))
+// wait is how long until a bucket holding tokens holds need.
+func (p *policy) wait(tokens float64, need int) time.Duration {
+	return time.Duration((float64(need) - tokens) / float64(p.perSec) * float64(time.Second))
+}
+
+// refusal is the 429 of a request refused by a bucket holding tokens,
+// which holds what it needed after wait: Retry-After is that wait in
+// whole seconds, at least 1, and RateLimit's t the same.
+func (p *policy) refusal(tokens float64, wait time.Duration, cause error) *httperr.Error {
 	retry := retryAfter(wait)
 	r, _ := p.state(tokens)
 	return &httperr.Error{Status: http.StatusTooManyRequests, Msg: p.msg, Err: cause, Header: http.Header{

@@ -94,6 +94,8 @@ type Share struct {
 	loads   *semaphore.Weighted
 	loading atomic.Int64 // loads in flight
 	gone    atomic.Bool  // forgotten: the limiter holds another share for its key, if any
+	holding atomic.Int64 // refusals held (Hold)
+	retryAt atomic.Int64 // when the last refusal's Retry-After passes, in Unix nanoseconds
 }
 
 // Forgotten reports whether the limiter forgot s (idle): a caller that
