@@ -122,8 +122,12 @@ type refusal struct{ err error }
 func (r *refusal) Error() string { return "cache: load refused: " + r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
-// admit asks the gate whether the request of ctx may start a load.
+// admit asks the request's gate (LoadGated's, else Options.Gate) whether
+// the request of ctx may start a load.
 func (c *Cache) admit(ctx context.Context) (done func(), err error) {
+	if g, ok := ctx.Value(gateKey{}).(Gate); ok {
+		return g.AdmitLoad(ctx)
+	}
 	if c.gate == nil {
 		return func() {}, nil
 	}

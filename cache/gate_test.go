@@ -54,7 +54,7 @@ func (g *gate) seen() (admitted []string, ended int) {
 	return append([]string(nil), g.admitted...), g.ended
 }
 
-func withGate(g *gate) envOption { return withOptions(func(o *Options) { o.Gate = g }) }
+func gatedBy(g *gate) envOption { return withOptions(func(o *Options) { o.Gate = g }) }
 
 // The gate is asked for the load a request starts, with that request's
 // context, and told when it ended; never for a hit in either tier, a
@@ -62,7 +62,7 @@ func withGate(g *gate) envOption { return withOptions(func(o *Options) { o.Gate 
 // resource whose TTL is 0.
 func TestGateAdmitsLoadsOnly(t *testing.T) {
 	g := &gate{}
-	e := newEnv(t, withGate(g), withOptions(func(o *Options) {
+	e := newEnv(t, gatedBy(g), withOptions(func(o *Options) {
 		o.TTL = func(res string, detail bool) time.Duration {
 			if res == "users" {
 				return 0
@@ -106,7 +106,7 @@ func TestGateAdmitsLoadsOnly(t *testing.T) {
 // cold key asks the gate once, for the request that loads.
 func TestGateAskedOncePerLoad(t *testing.T) {
 	g := &gate{}
-	e := newEnv(t, withGate(g))
+	e := newEnv(t, gatedBy(g))
 	release := make(chan struct{})
 	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
 		<-release
@@ -145,7 +145,7 @@ func TestRefusedLoadLetsWaitersLoad(t *testing.T) {
 			<-proceed
 		}
 	}
-	e := newEnv(t, withGate(g))
+	e := newEnv(t, gatedBy(g))
 	q := detail(t, "items", "x")
 	floodErr := make(chan error)
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/server/fairshare"
+	"github.com/prodapi/prodapi/sources"
 )
 
 // The fair-share limiter's places in a request (Options.Limits; the
@@ -83,6 +84,33 @@ func (s *Server) shareOf(c *Claims, now time.Time) *fairshare.Share {
 		c.share.Store(sh)
 	}
 	return sh
+}
+
+// loadGate admits the loads of one request: its client's share
+// (*fairshare.Share). The same interface as the cache's Gate, declared
+// here as a type alias of its method set, so that the cache's LoadGated
+// matches gatedLoader without the server importing the cache.
+type loadGate = interface {
+	AdmitLoad(ctx context.Context) (done func(), err error)
+}
+
+// A gatedLoader takes the gate of the loads a request may start with the
+// request, asking it only if the request loads (the cache): a hit pays
+// nothing for carrying it.
+type gatedLoader interface {
+	LoadGated(ctx context.Context, q *sources.Query, gate loadGate) (*sources.Representation, error)
+}
+
+// loadAs loads q for the request, its client paying for the load it may
+// start: through the loader's gate when it has one, else through the
+// context (loadContext).
+func (s *Server) loadAs(w http.ResponseWriter, r *http.Request, q *sources.Query) (*sources.Representation, error) {
+	if info := infoOf(w); info != nil && info.share != nil {
+		if gl, ok := s.load.(gatedLoader); ok {
+			return gl.LoadGated(r.Context(), q, info.share)
+		}
+	}
+	return s.load.Load(s.loadContext(w, r), q)
 }
 
 // loadContext is the context of the loads the request starts: its own,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -111,47 +112,66 @@ func TestTooManyRequestsAnswer(t *testing.T) {
 
 // Over the real cache: a hit costs 1, the request that loads 1 +
 // MissCost, charged before the load; a client that cannot pay for a load
-// is refused it (429) and still reads what is cached; a load's slot is
-// given back when it ends.
+// is refused it (429) and still reads what is cached. The cache gets the
+// client's share as the gate of the request (LoadGated), or, behind
+// another Loader, finds it in the request's context (Options.Gate).
 func TestLoadsCostTheirMissCost(t *testing.T) {
-	m := metrics.NewMetrics()
-	l, err := fairshare.New(fairshare.Options{Client: fairshare.Rate{Events: 26, Per: time.Second}, MissCost: 10, MaxLoads: 1,
-		Now: func() time.Time { return testNow }, Flush: -1, Hold: -1, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(context.Background()) })
-	loads := 0
-	c := cache.New(nil, cache.LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
-		loads++
-		return okRep(`{"_id":"` + q.ID + `"}`), nil
-	}), cache.Options{Gate: l})
-	t.Cleanup(func() { c.Close(context.Background()) })
-	ts := newTestServer(t, c.Load, func(o *Options) { o.Limits, o.Metrics = l, m })
-	auth := token(t, sources.ScopeDesks)
-	var got []string
-	for _, target := range []string{"a", "a", "b", "c", "a", "a", "a", "a", "a", "a", "a", "a", "a"} {
-		res := do(t, ts, "GET", "/prodapi/v1/desks/"+target, "Authorization", auth)
-		got = append(got, target+":"+res.header.Get("Ratelimit")[len(`"client";`):]+":"+http.StatusText(res.status))
-	}
-	want := []string{
-		"a:r=25;t=1:OK",               // 1, then the load of a: 10 more
-		"a:r=14;t=1:OK",               // a hit
-		"b:r=13;t=1:OK",               // the load of b
-		"c:r=2;t=1:Too Many Requests", // 2 left: a load takes 10
-		"a:r=1;t=1:OK",                // a hit with what is left
-		"a:r=0;t=1:OK",
-	}
-	for len(want) < len(got) {
-		want = append(want, "a:r=0;t=1:Too Many Requests")
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
-	if loads != 2 {
-		t.Errorf("%d loads, want 2", loads)
+	for _, how := range []string{"gated", "context"} {
+		t.Run(how, func(t *testing.T) {
+			m := metrics.NewMetrics()
+			l, err := fairshare.New(fairshare.Options{Client: fairshare.Rate{Events: 26, Per: time.Second}, MissCost: 10, MaxLoads: 1,
+				Now: func() time.Time { return testNow }, Flush: -1, Hold: -1, Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close(context.Background()) })
+			loads := 0
+			var opts cache.Options
+			if how == "context" {
+				opts.Gate = l
+			}
+			c := cache.New(nil, cache.LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
+				loads++
+				return okRep(`{"_id":"` + q.ID + `"}`), nil
+			}), opts)
+			t.Cleanup(func() { c.Close(context.Background()) })
+			var load Loader = c
+			if how == "context" {
+				load = LoaderFunc(c.Load)
+			}
+			srv := New(load, Options{Auth: AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }},
+				Now: func() time.Time { return testNow }, Limits: l, Metrics: m})
+			ts := &testServer{Server: httptest.NewServer(srv.Handler()), srv: srv}
+			t.Cleanup(ts.Close)
+			auth := token(t, sources.ScopeDesks)
+			var got []string
+			for _, target := range []string{"a", "a", "b", "c", "a", "a", "a", "a"} {
+				res := do(t, ts, "GET", "/prodapi/v1/desks/"+target, "Authorization", auth)
+				got = append(got, target+":"+res.header.Get("Ratelimit")[len(`"client";`):]+":"+http.StatusText(res.status))
+			}
+			want := []string{
+				"a:r=25;t=1:OK",               // 1, then the load of a: 10 more
+				"a:r=14;t=1:OK",               // a hit
+				"b:r=13;t=1:OK",               // the load of b
+				"c:r=2;t=1:Too Many Requests", // 2 left: a load takes 10
+				"a:r=1;t=1:OK",                // a hit with what is left
+				"a:r=0;t=1:OK",
+				"a:r=0;t=1:Too Many Requests",
+				"a:r=0;t=1:Too Many Requests",
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if loads != 2 {
+				t.Errorf("%d loads, want 2", loads)
+			}
+		})
 	}
 }
+
+// The cache takes a request's gate with the request: the server's hits
+// carry no context value for it.
+var _ gatedLoader = (*cache.Cache)(nil)
 
 // With authentication off the address is the client: its requests are
 // charged to it, under the limit of clients without one of their own.

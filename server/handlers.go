@@ -65,7 +65,7 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
-	rep, err := s.load.Load(s.loadContext(w, r), q)
+	rep, err := s.loadAs(w, r, q)
 	if err != nil {
 		return s.hold(w, r, err) // a load refused at its client's limit
 	}

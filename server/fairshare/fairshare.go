@@ -413,18 +413,27 @@ func shareFrom(ctx context.Context) *Share {
 	return s
 }
 
-// AdmitLoad admits the backend load a request is about to start: the
-// cache asks, in the flight of the request that would start it, before
-// the load. It takes a slot of the client's loads in flight, which done
-// gives back when the load ends, and charges the load's cost: to the
-// fleet, before the load starts, all of it or nothing. A refusal is the
-// 429 the request is answered with. A context without a share (a
-// background refresh, an unlimited client) is admitted as it is.
+// AdmitLoad admits the backend load a request is about to start, for the
+// share the request's context carries (WithShare): see Share.AdmitLoad.
+// A context without a share (a background refresh, an unlimited client)
+// is admitted as it is. It is the cache's Gate.
 func (l *Limiter) AdmitLoad(ctx context.Context) (done func(), err error) {
 	s := shareFrom(ctx)
 	if l == nil || s == nil {
 		return func() {}, nil
 	}
+	return s.AdmitLoad(ctx)
+}
+
+// AdmitLoad admits the backend load a request of s's client is about to
+// start: the cache asks, in the flight of the request that would start
+// it, before the load (the server hands it s as the gate of the
+// request's loads). It takes a slot of the client's loads in flight,
+// which done gives back when the load ends, and charges the load's cost:
+// to the fleet, before the load starts, all of it or nothing. A refusal
+// is the 429 the request is answered with.
+func (s *Share) AdmitLoad(ctx context.Context) (done func(), err error) {
+	l := s.limiter
 	if s.loads != nil && !s.loads.TryAcquire(1) {
 		l.capRefusals.Inc()
 		return nil, loadCapRefusal(s, l.now())

@@ -83,6 +83,7 @@ func printable(s string) bool {
 // of the fleet's bucket, what it served and has not charged the fleet
 // yet, and its loads in flight.
 type Share struct {
+	limiter  *Limiter
 	policy   *policy // nil: no rate limit, the cap on loads alone
 	fleetKey string
 	// local is this replica's view of the bucket: replaced, not changed,
@@ -129,7 +130,7 @@ func (l *Limiter) share(k key, p *policy, now time.Time) *Share {
 				l.mu.Unlock()
 				return nil
 			}
-			s = &Share{policy: p, fleetKey: k.fleetKey()}
+			s = &Share{limiter: l, policy: p, fleetKey: k.fleetKey()}
 			if p != nil {
 				s.local.Store(rate.NewLimiter(p.perSec, p.rate.Events))
 			}
