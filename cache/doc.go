@@ -114,10 +114,11 @@
 // others. A panic in a load is an error (logged with its stack), never a
 // crash. Background refreshes run the same way, and Close cancels them.
 //
-// The request that is about to load asks the Gate first (Options.Gate:
-// cmd/prodapi's is the fair-share limiter, which charges the load to the
-// request's client and caps the loads each client has in flight), with
-// its own context: after the tiers and the fleet had nothing, so that a
+// The request that is about to load asks its gate first (the one
+// LoadGated was given: the server's is its client's share of the
+// fair-share limiter, which charges the load to the client and caps the
+// loads each client has in flight; else Options.Gate), with its own
+// context: after the tiers and the fleet had nothing, so that a
 // hit, a stale answer, a request answered by another's load or a
 // background refresh is never charged a load. A refused load fails its
 // request with the gate's error (a 429), and the requests that waited
