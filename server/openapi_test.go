@@ -1292,23 +1292,10 @@ func TestOpenAPIResponses(t *testing.T) {
 	expect(do("unknown route", "GET", oaPrefix+"/nope", "Authorization", all), 404)
 	expect(do("unknown route under a resource", "GET", oaPrefix+"/items/a/b", "Authorization", all), 404)
 
-	// 429: a client whose rate is spent (oaFlood's: 11 requests, on a
-	// clock that stands still), on every operation that counts.
-	floodTok, err := server.MintToken([]byte(oaSecret), oaFlood, sources.AllScopes, time.Hour, oaNow())
-	if err != nil {
-		t.Fatal(err)
+	for _, x := range oaTooMany(t, ts.URL, asset) {
+		exchanges = append(exchanges, x)
+		expect(x, 429)
 	}
-	flood := "Bearer " + floodTok
-	for range 11 {
-		oaDo(t, ts.URL, "spending", "GET", oaPrefix, "Authorization", flood)
-	}
-	expect(do("home, 429", "GET", oaPrefix, "Authorization", flood), 429)
-	for _, r := range oaResources {
-		expect(do(r.name+" list, 429", "GET", oaPrefix+"/"+r.name, "Authorization", flood), 429)
-		expect(do(r.name+" detail, 429", "GET", oaPrefix+"/"+r.name+"/"+url.PathEscape(r.details[0]), "Authorization", flood), 429)
-	}
-	expect(do("asset, 429", "GET", asset, "Authorization", flood), 429)
-	expect(do("changes, 429", "GET", oaPrefix+"/changes", "Authorization", flood), 429)
 
 	// Backend failures, with nothing cached.
 	for _, f := range []struct {
@@ -1364,6 +1351,28 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Errorf("documented responses no request exercised: %v", missed)
 	}
 	t.Logf("%d exchanges checked, %d documented responses exercised", len(exchanges), len(exercised))
+}
+
+// oaTooMany requests every operation that reads a token as a client
+// whose rate is spent (oaFlood's: 11 requests, on a clock that stands
+// still): each a 429.
+func oaTooMany(t *testing.T, base, asset string) []*oaExchange {
+	t.Helper()
+	tok, err := server.MintToken([]byte(oaSecret), oaFlood, sources.AllScopes, time.Hour, oaNow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := "Bearer " + tok
+	for range 11 {
+		oaDo(t, base, "spending", "GET", oaPrefix, "Authorization", flood)
+	}
+	xs := []*oaExchange{oaDo(t, base, "home, 429", "GET", oaPrefix, "Authorization", flood)}
+	for _, r := range oaResources {
+		xs = append(xs, oaDo(t, base, r.name+" list, 429", "GET", oaPrefix+"/"+r.name, "Authorization", flood),
+			oaDo(t, base, r.name+" detail, 429", "GET", oaPrefix+"/"+r.name+"/"+url.PathEscape(r.details[0]), "Authorization", flood))
+	}
+	return append(xs, oaDo(t, base, "asset, 429", "GET", asset, "Authorization", flood),
+		oaDo(t, base, "changes, 429", "GET", oaPrefix+"/changes", "Authorization", flood))
 }
 
 // shorten cuts a long request target for messages.

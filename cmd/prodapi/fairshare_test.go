@@ -107,47 +107,28 @@ func TestFloodLeavesOthersAlone(t *testing.T) {
 
 	var (
 		stop            = make(chan struct{})
-		nonce           atomic.Int64
 		mu              sync.Mutex
 		statuses        = map[int]int{}
 		loads, refusals int
 		badRefusal      string
-		floods          sync.WaitGroup
 	)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	for i := range 32 {
-		floods.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				in := fleet[(i+n)%len(fleet)]
-				req, _ := http.NewRequest(http.MethodGet, in.base+missTarget(nonce.Add(1)), nil)
-				req.Header.Set("Authorization", flood)
-				res, err := client.Do(req)
-				if err != nil {
-					continue // the test's own client under load; not the server's answer
-				}
-				res.Body.Close()
-				mu.Lock()
-				statuses[res.StatusCode]++
-				switch {
-				case res.StatusCode == 200 && strings.Contains(res.Header.Get("Cache-Status"), "fwd=miss"):
-					loads++
-				case res.StatusCode == 429:
-					refusals++
-					h := res.Header
-					if h.Get("Retry-After") == "" || !strings.HasPrefix(h.Get("Ratelimit"), `"client";r=`) ||
-						h.Get("Ratelimit-Policy") != fmt.Sprintf(`"client";q=%d;w=3600`, floodLimit) {
-						badRefusal = fmt.Sprint(h)
-					}
-				}
-				mu.Unlock()
+	floods := floodFleet(fleet, client, flood, stop, func(res *http.Response) {
+		mu.Lock()
+		defer mu.Unlock()
+		statuses[res.StatusCode]++
+		switch {
+		case res.StatusCode == 200 && strings.Contains(res.Header.Get("Cache-Status"), "fwd=miss"):
+			loads++
+		case res.StatusCode == 429:
+			refusals++
+			h := res.Header
+			if h.Get("Retry-After") == "" || !strings.HasPrefix(h.Get("Ratelimit"), `"client";r=`) ||
+				h.Get("Ratelimit-Policy") != fmt.Sprintf(`"client";q=%d;w=3600`, floodLimit) {
+				badRefusal = fmt.Sprint(h)
 			}
-		})
-	}
+		}
+	})
 	// The calm client: a detail and a list on each replica every 50ms,
 	// 40 rounds, the flood running all along.
 	var calmErrors []string
@@ -179,6 +160,37 @@ func TestFloodLeavesOthersAlone(t *testing.T) {
 		t.Errorf("the flood made %d backend loads, more than its limit of %d/h pays for (%d)", loads, floodLimit, most)
 	}
 	t.Logf("flood: %v, %d loads; calm: %d rounds without error", statuses, loads, 40)
+}
+
+// floodFleet floods the replicas of fleet as the client of tok from 32
+// loops, each sending distinct queries (every one a backend load, unless
+// refused) to the replicas in turn until stop is closed, and hands each
+// answer to seen, its body read. The loops are done when the WaitGroup
+// is.
+func floodFleet(fleet []*instance, client *http.Client, tok string, stop <-chan struct{}, seen func(*http.Response)) *sync.WaitGroup {
+	var nonce atomic.Int64
+	var floods sync.WaitGroup
+	for i := range 32 {
+		floods.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodGet, fleet[(i+n)%len(fleet)].base+missTarget(nonce.Add(1)), nil)
+				req.Header.Set("Authorization", tok)
+				res, err := client.Do(req)
+				if err != nil {
+					continue // the flood's own client out of breath: not an answer
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				seen(res)
+			}
+		})
+	}
+	return &floods
 }
 
 // firstItemOf is the path of the newsroom's first item.
@@ -263,34 +275,16 @@ func calmUnderFlood(b *testing.B, limits []string) {
 	b.ResetTimer()
 	quiet := phase()
 	stop := make(chan struct{})
-	var nonce, answers, loads, refused atomic.Int64
-	var floods sync.WaitGroup
-	for i := range 32 {
-		floods.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				req, _ := http.NewRequest(http.MethodGet, fleet[(i+n)%2].base+missTarget(nonce.Add(1)), nil)
-				req.Header.Set("Authorization", flood)
-				res, err := client.Do(req)
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				answers.Add(1)
-				switch res.StatusCode {
-				case http.StatusOK:
-					loads.Add(1)
-				case http.StatusTooManyRequests:
-					refused.Add(1)
-				}
-			}
-		})
-	}
+	var answers, loads, refused atomic.Int64
+	floods := floodFleet(fleet, client, flood, stop, func(res *http.Response) {
+		answers.Add(1)
+		switch res.StatusCode {
+		case http.StatusOK:
+			loads.Add(1)
+		case http.StatusTooManyRequests:
+			refused.Add(1)
+		}
+	})
 	for answers.Load() < 1000 {
 		time.Sleep(time.Millisecond)
 	}
