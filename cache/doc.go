@@ -139,6 +139,17 @@
 // others. A panic in a load is an error (logged with its stack), never a
 // crash. Background refreshes run the same way, and Close cancels them.
 //
+// The request that is about to load asks its gate first (the one
+// LoadGated was given: the server's is its client's share of the
+// fair-share limiter, which charges the load to the client and caps the
+// loads each client has in flight; else Options.Gate), with its own
+// context: after the tiers and the fleet had nothing, so that a
+// hit, a stale answer, a request answered by another's load or a
+// background refresh is never charged a load. A refused load fails its
+// request with the gate's error (a 429), and the requests that waited
+// for it join the key's flight again, one of them asking the gate for
+// its own load. Loads of resources whose TTL is 0 ask it too.
+//
 // An entry past its freshness but within the stale window is served at
 // once, and one background refresh per key and process starts
 // (stale-while-revalidate). When a load or refresh fails (unavailable,
@@ -301,8 +312,8 @@
 // registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
-//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease
+//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate
+//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_corrupt_values_total
 //	prodapi_cache_writes_dropped_total{reason}       (tier) queue_full, breaker_open, closed

@@ -142,6 +142,8 @@ type Config struct {
 	// it, before a 503 (PRODAPI_MIN_POSITION_WAIT).
 	MinPositionWait time.Duration
 
+	Limits Limits // the fair share: rate limits and the cap on loads (limits.go)
+
 	Tracing Tracing
 
 	// Warnings are what LoadFrom found suspicious but not wrong enough to
@@ -421,6 +423,7 @@ func LoadFrom(e Env) (Config, error) {
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.defaultMediaPrefix()), "/")
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
+	c.Limits = p.limits()
 
 	if !validPort(c.Port) {
 		p.invalid("PORT", "is not a port number")

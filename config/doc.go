@@ -35,5 +35,6 @@
 // named in the page's Content-Security-Policy: it must be an http(s) URL
 // without credentials whose host is a name or an address.
 //
-// Durations take Go syntax (10s, 5m) or a number of seconds.
+// Durations take Go syntax (10s, 5m) or a number of seconds; rate limits
+// a number of events per second, minute or hour (600/s, 100/h) or off.
 package config

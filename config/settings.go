@@ -142,6 +142,11 @@ var settings = []Setting{
 	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates and insertions; PRODAPI_FEED_RECONCILE finds deletions)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
 	{Name: "PRODAPI_FEED_RECONCILE", Help: "while the feed polls, how often its holder walks each collection's ids (the _id index, pages of 1000) against those it knew: each id gone is a deletion, in the cache and /changes", Value: func(c Config) string { return Duration(c.FeedReconcile) }},
 	{Name: "PRODAPI_MIN_POSITION_WAIT", Help: "the longest a list or detail request with min_position waits for this replica to apply the change log up to that position (and a /changes page with include=doc for its entries); then 503 with Retry-After", Value: func(c Config) string { return Duration(c.MinPositionWait) }},
+	{Name: "PRODAPI_RATE_LIMIT", Help: "each client's rate limit, shared by the fleet: <n>/s, /m or /h, or off; a request costs 1, one that loads from a backend 1 + PRODAPI_RATE_MISS_COST", Value: func(c Config) string { return c.Limits.Rate.String() }},
+	{Name: "PRODAPI_RATE_LIMIT_CLIENTS", Help: "clients' own limits, by client_id (else sub): client-a=50/s,client-b=off", Value: func(c Config) string { return clientRates(c.Limits.Clients) }},
+	{Name: "PRODAPI_RATE_LIMIT_ADDR", Help: "limit per client address of the requests authentication refuses; once spent, every request from there is refused (429) before authentication; off: none", Value: func(c Config) string { return c.Limits.Address.String() }},
+	{Name: "PRODAPI_RATE_MISS_COST", Help: "what a request that starts a backend load costs on top of its 1", Value: func(c Config) string { return strconv.Itoa(c.Limits.MissCost) }},
+	{Name: "PRODAPI_CLIENT_MAX_LOADS", Help: "backend loads one client may have in flight on a replica; beyond, 429; 0: no cap", Value: func(c Config) string { return strconv.Itoa(c.Limits.MaxLoads) }},
 	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 

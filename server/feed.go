@@ -13,12 +13,21 @@ import (
 	"github.com/prodapi/prodapi/sources"
 )
 
-// getChanges authenticates a /changes request (401) and hands it to the
-// feed, which answers it or returns the failure for handle to write.
+// getChanges authenticates a /changes request (401), admits it at its
+// client's limit (429; a page costs 1) and hands it to the feed, which
+// answers it or returns the failure for handle to write. The documents
+// a page includes load through the cache, with the client in the
+// request's context.
 func (s *Server) getChanges(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.authenticate(w, r)
 	if err != nil {
 		return err
+	}
+	if err := s.admit(w, r, c); err != nil {
+		return err
+	}
+	if ctx := s.loadContext(w, r); ctx != r.Context() {
+		r = r.WithContext(ctx)
 	}
 	return s.feed.Serve(w, r, caller{s: s, w: w, claims: c})
 }

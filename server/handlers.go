@@ -79,9 +79,9 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Reso
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
-	rep, err := s.load.Load(r.Context(), q)
+	rep, err := s.loadAs(w, r, q)
 	if err != nil {
-		return err
+		return s.hold(w, r, err) // a load refused at its client's limit
 	}
 	s.writeRepresentation(w, r, rep)
 	return nil

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
@@ -43,6 +44,9 @@ type requestInfo struct {
 	// clientAddr is the client's address (Server.clientAddr), set by
 	// requestID.
 	clientAddr netip.Addr
+	// share is the request's client's share of the fair-share limiter,
+	// which its loads are charged to; nil: none.
+	share *fairshare.Share
 	// untimed: a request that waits (a /changes long poll or stream),
 	// which the feed times in its own histograms, and the request-duration
 	// histogram leaves out.

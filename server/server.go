@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
@@ -85,6 +86,11 @@ type Options struct {
 	// Changes answers /changes (server/changes, in front of the fleet's
 	// change log); nil: /changes answers 404, as an unknown URL does.
 	Changes *changes.Feed
+	// Limits is the fair-share limiter (server/fairshare): the address
+	// limit before authentication, the client's after it, and the loads
+	// its requests start, through the context the loader gets. Nil: no
+	// limits.
+	Limits *fairshare.Limiter
 }
 
 // A Check is one dependency /readyz probes.
@@ -139,7 +145,8 @@ type Server struct {
 	// closes every request, /readyz, /changes.
 	requests *requestLog
 	ready    *readiness
-	feed     *changes.Feed // nil: no /changes
+	feed     *changes.Feed      // nil: no /changes
+	limits   *fairshare.Limiter // nil: no limits
 }
 
 // New returns a server answering list and detail requests with load.
@@ -180,6 +187,7 @@ func New(load Loader, opts Options) *Server {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
 	s.feed = opts.Changes
+	s.limits = opts.Limits
 	s.requests = newRequestLog(opts, s.logger, s.metrics)
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
 	s.home = homeBody()

@@ -30,6 +30,7 @@
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
 //	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
 //	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
+//	rate:prodapi:v1:<client>          a rate limit's GCRA bucket (Charge; redis_rate puts "rate:" first)
 //
 // # A request's budget
 //
@@ -109,6 +110,16 @@
 // change log's hash slot, so that a Cluster replicates it in order with
 // the entries appended before it was saved.
 //
+// # Rate limits
+//
+// Charge takes events from a GCRA bucket the fleet shares
+// (go-redis/redis_rate: one script call, on Redis's clock), all or none,
+// or as many as it holds: the fair-share limiter (server/fairshare)
+// charges each backend load before it starts, and the hits it served in
+// batches. It waits like a read (Timeout, or what is left of the
+// request's budget) and is judged by the breaker; ok false means the
+// limiter counts on this replica alone meanwhile.
+//
 // # Clients and REDIS_URL
 //
 // A client for New must have ContextTimeoutEnabled set, or go-redis
@@ -139,8 +150,8 @@
 // Registered on Options.Metrics, under the cache's names (package cache
 // lists them all):
 //
-//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease
+//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate, rate
+//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed
 //	prodapi_cache_invalidations_received_total       messages on the channel, own included

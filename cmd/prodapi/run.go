@@ -26,6 +26,7 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/admin"
 	changeshttp "github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
@@ -149,6 +150,7 @@ type service struct {
 
 	b       *backends
 	tier    *redistier.Tier
+	limits  *fairshare.Limiter // nil: no limits
 	cache   *cache.Cache
 	changes *changelog.Log
 	// feeds report the backends' writes to the cache and the change log;
@@ -310,7 +312,18 @@ func (s *service) openCache(ctx context.Context) error {
 	// the cache's entries and invalidations, and the change feed's lease
 	// and token. Without Redis the replica is alone.
 	s.tier = redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: s.tracer})
+	// The fair share: its counts are the fleet's, in the Redis tier, and
+	// the cache asks it before each load a request starts.
+	if s.limits, err = openLimits(cfg.Limits, s.tier, registry, logger); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	var gate cache.Gate
+	if s.limits != nil {
+		gate = s.limits
+		s.undo = append(s.undo, func() { s.limits.Close(context.Background()) })
+	}
 	s.cache = cache.New(s.tier, renderer, cache.Options{
+		Gate:        gate,
 		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
@@ -441,6 +454,9 @@ func feedCheck(f *feed.Feed, polls string) server.Check {
 func (s *service) openServer() {
 	cfg, c, b, changes := s.cfg, s.cache, s.b, s.changes
 	checks, registry, logger, logs, tracer, cursorKey := s.checks, s.registry, s.logger, s.logs, s.tracer, s.cursorKey
+	if s.limits != nil && s.tier.Enabled() {
+		checks = append(slices.Clone(checks), limitsCheck(s.limits))
+	}
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
@@ -466,6 +482,7 @@ func (s *service) openServer() {
 			Secret: cursorKey, MinPositionWait: cfg.MinPositionWait}),
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
+		Limits:                s.limits,
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
