@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,8 +49,11 @@ type AuthOptions struct {
 // Claims are what a verified token grants.
 type Claims struct {
 	ClientID string
-	Scopes   []string
-	Expires  time.Time
+	// Client names the client its limits count against: the token's
+	// client_id, else its sub, else a hash of the token.
+	Client  string
+	Scopes  []string
+	Expires time.Time
 }
 
 // Has reports whether the claims carry scope, by exact membership.
@@ -178,7 +184,11 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	c := &Claims{ClientID: tc.ClientID, Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	c := &Claims{ClientID: tc.ClientID, Client: cmp.Or(tc.ClientID, tc.Subject), Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	if c.Client == "" {
+		sum := sha256.Sum256([]byte(tok))
+		c.Client = "#" + hex.EncodeToString(sum[:16])
+	}
 	var nbf time.Time
 	if tc.NotBefore != nil {
 		nbf = tc.NotBefore.Time
@@ -310,7 +320,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, 
 		}
 	}
 	if info := infoOf(w); info != nil {
-		info.clientID = c.ClientID
+		info.clientID, info.client = c.ClientID, c.Client
 	}
 	return c, nil
 }

@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -106,6 +107,25 @@ type Options struct {
 	// (PRODAPI_CHANGES_MAX_STREAMS); 0 means 1000. Beyond it a new
 	// stream is refused with 503 and Retry-After.
 	MaxStreams int
+	// MaxPolls is the most long polls waiting at once
+	// (PRODAPI_CHANGES_MAX_POLLS); 0 means 1000. Beyond it a long poll
+	// that would wait is refused with 503 and Retry-After.
+	MaxPolls int
+	// ClientMaxWaits is the most event streams, long polls and
+	// min_position waits one client (Caller.Client) may hold at once
+	// (PRODAPI_CLIENT_MAX_WAITS), counted across the fleet by Fleet;
+	// 0: no cap. Beyond it a new one is refused with 429 and
+	// Retry-After.
+	ClientMaxWaits int
+	// Fleet counts each client's waiters across the replicas; nil: each
+	// replica counts its own, and a client may hold ClientMaxWaits on
+	// each.
+	Fleet Fleet
+	// MaxStreamAge is the longest an event stream lives
+	// (PRODAPI_CHANGES_MAX_STREAM_AGE): then it ends with a close event
+	// (503) and a retry of 0, and the client reconnects at once, its
+	// token checked anew. 0 means 1h.
+	MaxStreamAge time.Duration
 	// WriteTimeout bounds each write of a stream or of a long poll's
 	// answer (PRODAPI_CHANGES_WRITE_TIMEOUT), in place of the server's
 	// write timeout, which would cut them: a consumer that does not take
@@ -142,6 +162,8 @@ type Options struct {
 
 const (
 	defaultMaxStreams         = 1000
+	defaultMaxPolls           = 1000
+	defaultMaxStreamAge       = time.Hour
 	defaultStreamWriteTimeout = 10 * time.Second
 	defaultHeartbeat          = 15 * time.Second
 	defaultMinPositionWait    = 2 * time.Second
@@ -156,6 +178,7 @@ const (
 	msgChangesUnavailable = "The change log is temporarily unavailable. Please try again shortly."
 	msgTooManyStreams     = "This server cannot open another change stream now. Please try again shortly, or poll /changes with wait=."
 	msgStreamExpired      = "The token has expired: reconnect with a new token, sending Last-Event-ID."
+	msgStreamAge          = "This stream has been open for as long as a stream may be: reconnect now, sending Last-Event-ID (the token is checked again)."
 	msgBadToken           = "not a position of this change log: resume from the _meta.since (or the event id) of an answer, or take since=now"
 	msgBadInclude         = "include: doc is the only value (each entry then carries its document)"
 )
@@ -174,6 +197,12 @@ type Feed struct {
 func New(log Log, opts Options) *Feed {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = defaultMaxStreams
+	}
+	if opts.MaxPolls <= 0 {
+		opts.MaxPolls = defaultMaxPolls
+	}
+	if opts.MaxStreamAge <= 0 {
+		opts.MaxStreamAge = defaultMaxStreamAge
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = defaultStreamWriteTimeout
@@ -197,7 +226,7 @@ func New(log Log, opts Options) *Feed {
 		opts.SearchLag = defaultSearchLag
 	}
 	return &Feed{log: log, opts: opts, positions: newPositions(opts.Secret, opts.Now),
-		waiters: newWaiters(opts.MaxStreams), metrics: newChangeMetrics(opts.Metrics)}
+		waiters: newWaiters(opts), metrics: newChangeMetrics(opts.Metrics)}
 }
 
 // A Caller is the client of one /changes request, as the server that
@@ -225,6 +254,14 @@ type Caller interface {
 	// entry the caller may read is of a resource it may read. The error
 	// is the answer to give (the detail's own failure: 503, 504...).
 	Docs(ctx context.Context, refs []DocRef) ([][]byte, error)
+	// Client names the client whose cap (Options.ClientMaxWaits) the
+	// request's waits count against; "": none.
+	Client() string
+	// Conn is the connection the request came on, as the server
+	// accepted it; nil when unknown. A stream caps its send buffer
+	// (SetWriteBuffer, through the wrappers' NetConn), and EndOldestPoll
+	// returns a long poll's.
+	Conn() net.Conn
 }
 
 // A DocRef names the document of an entry.
@@ -269,6 +306,14 @@ func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
 // the server's EndStreams, which calls it, is registered with its
 // RegisterOnShutdown.
 func (f *Feed) End() { f.waiters.drain() }
+
+// EndOldestPoll answers the long poll that has waited the longest at
+// once, with what it has (nothing: the empty page and its _meta.since),
+// on a connection that then closes, and returns that connection (nil
+// when no long poll waits): the server's connection cap
+// (PRODAPI_MAX_CONNS) makes room with it for a new connection when none
+// is idle.
+func (f *Feed) EndOldestPoll() net.Conn { return f.waiters.endOldestPoll() }
 
 // readable returns the resources c may read, in table order. A caller
 // that may read none is a 403.
