@@ -19,7 +19,8 @@
 //	stream      Accept: text/event-stream: the entries after since (or
 //	            Last-Event-ID), then each as it arrives, a comment after
 //	            every Heartbeat of silence, and a last "close" event when
-//	            the server ends it (the token expired, 410, 503)
+//	            the server ends it (the token expired, 410, 503; 503 with
+//	            a retry of 0 after MaxStreamAge)
 //
 // With include=doc, each insert, update and replace entry carries its
 // document as its detail answers the caller now (Caller.Docs), once this
@@ -36,6 +37,26 @@
 // (but for the sealed values, all of one length) whether or not entries
 // it may not read were appended: an id is written only with an entry
 // the token may read, and a keepalive is a comment alone.
+//
+// # Waiters and their caps
+//
+// A stream, a long poll that waits and a min_position wait are waiters
+// (waiters.go): End ends them all at once, and each joins under caps. A
+// replica holds at most MaxStreams streams and MaxPolls long polls
+// (beyond, 503 with Retry-After); a client (Caller.Client) holds at most
+// ClientMaxWaits waiters of all three kinds (beyond, 429 with
+// Retry-After), counted across the fleet by a Fleet (the Redis tier:
+// each waiter a member with a lease its replica renews, so that a dead
+// replica's leave the count on their own), or on this replica without
+// one or while it fails. EndOldestPoll answers the longest waiting long
+// poll at once, for the server's connection cap. Refusals count in
+// prodapi_cap_refusals_total{cap}.
+//
+// A stream caps its socket's send buffer (64 KiB), so that a consumer
+// that stops reading blocks its writes within some 100 KB and
+// WriteTimeout drops it; and it lives MaxStreamAge at most (or until its
+// token expires, when sooner), so that its client reconnects and its
+// token, and the scopes it grants, are checked again.
 //
 // Long polls and streams are timed in prodapi_changes_wait_seconds and
 // prodapi_changes_stream_seconds, and leave the server's
