@@ -62,66 +62,55 @@ var (
 
 // JoinWaiter adds the waiter id to client's live waiters, with a lease,
 // unless client has max of them already (joined false). An error (no
-// Redis, the breaker open, a failure or no reply within Timeout) means
-// the fleet could not be asked. It is on the path of a request about to
-// wait for seconds or hours, and waits as a control call does (a second,
-// or Timeout when longer), rather than give up on the cap under load.
+// Redis, the breaker open, a failure or no reply in time) means the
+// fleet could not be asked. It is on the path of a request about to wait
+// for seconds or hours, and waits as a control call does (a second, or
+// Timeout when longer), rather than give up on the cap under load.
 func (t *Tier) JoinWaiter(ctx context.Context, client, id string, max int, lease time.Duration) (joined bool, err error) {
-	if t.rdb == nil {
-		return false, errNoRedis
-	}
-	if !t.breaker.allow() {
-		return false, errBreakerOpen
-	}
-	ctx, cancel := t.controlCtx(ctx)
-	defer cancel()
-	sctx, span := t.span(ctx, "EVALSHA")
-	n, err := joinWaiter.Run(sctx, t.rdb, []string{waitersKey(client)}, id, max, lease.Milliseconds()).Int()
-	endSpan(span, err)
-	t.judgeShort(ctx, err)
-	if err != nil {
-		t.metrics.redisErrors.Inc("waiters")
-		return false, err
-	}
-	return n == 1, nil
+	err = t.waitersCall(ctx, func(ctx context.Context) error {
+		sctx, span := t.span(ctx, "EVALSHA")
+		n, err := joinWaiter.Run(sctx, t.rdb, []string{waitersKey(client)}, id, max, lease.Milliseconds()).Int()
+		endSpan(span, err)
+		joined = n == 1
+		return err
+	})
+	return joined, err
 }
 
 // RenewWaiters extends the lease of each of waiters (their ids, by
 // client) still live, in one pipelined round trip (a Cluster routes each
 // client's call to its slot's master).
 func (t *Tier) RenewWaiters(ctx context.Context, waiters map[string][]string, lease time.Duration) error {
-	if t.rdb == nil {
-		return errNoRedis
-	}
-	if !t.breaker.allow() {
-		return errBreakerOpen
-	}
-	ctx, cancel := t.controlCtx(ctx)
-	defer cancel()
-	_, err := t.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for client, ids := range waiters {
-			args := make([]any, 0, 1+len(ids))
-			args = append(args, lease.Milliseconds())
-			for _, id := range ids {
-				args = append(args, id)
+	return t.waitersCall(ctx, func(ctx context.Context) error {
+		_, err := t.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for client, ids := range waiters {
+				args := make([]any, 0, 1+len(ids))
+				args = append(args, lease.Milliseconds())
+				for _, id := range ids {
+					args = append(args, id)
+				}
+				// The script's source each time: a pipeline cannot fall
+				// back from EVALSHA, and it is sent every ten seconds,
+				// not per request.
+				renewWaiters.Eval(ctx, p, []string{waitersKey(client)}, args...)
 			}
-			// The script's source each time: a pipeline cannot fall back
-			// from EVALSHA, and it is sent every ten seconds, not per
-			// request.
-			renewWaiters.Eval(ctx, p, []string{waitersKey(client)}, args...)
-		}
-		return nil
+			return nil
+		})
+		return err
 	})
-	t.judgeShort(ctx, err)
-	if err != nil {
-		t.metrics.redisErrors.Inc("waiters")
-	}
-	return err
 }
 
-// LeaveWaiter removes the waiter id from client's waiters, within a
-// control call's time.
+// LeaveWaiter removes the waiter id from client's waiters.
 func (t *Tier) LeaveWaiter(ctx context.Context, client, id string) error {
+	return t.waitersCall(ctx, func(ctx context.Context) error {
+		return t.rdb.ZRem(ctx, waitersKey(client), id).Err()
+	})
+}
+
+// waitersCall makes a call of the waiters' count, within a control
+// call's time and judged by the breaker, unless there is no Redis or the
+// breaker is open; a failure is counted.
+func (t *Tier) waitersCall(ctx context.Context, call func(ctx context.Context) error) error {
 	if t.rdb == nil {
 		return errNoRedis
 	}
@@ -130,7 +119,7 @@ func (t *Tier) LeaveWaiter(ctx context.Context, client, id string) error {
 	}
 	ctx, cancel := t.controlCtx(ctx)
 	defer cancel()
-	err := t.rdb.ZRem(ctx, waitersKey(client), id).Err()
+	err := call(ctx)
 	t.judgeShort(ctx, err)
 	if err != nil {
 		t.metrics.redisErrors.Inc("waiters")

@@ -110,19 +110,6 @@ func TestChangesPollLimit(t *testing.T) {
 	}
 }
 
-// The stream cap is counted among the caps too.
-func TestChangesStreamLimitCounted(t *testing.T) {
-	cs := newChangesServer(t, func(o *changes.Options) { o.MaxStreams = 1 })
-	all := token(t, sources.AllScopes...)
-	cs.openStream(t, "", all)
-	if res, _ := cs.get(t, "", all, "Accept", "text/event-stream"); res.status != 503 {
-		t.Fatalf("second stream: %d", res.status)
-	}
-	if got := cs.capRefusals("changes_streams"); got != 1 {
-		t.Errorf("cap_refusals{changes_streams} = %d, want 1", got)
-	}
-}
-
 // A client holds at most ClientMaxWaits streams, long polls and
 // min_position waits together: beyond, 429 with Retry-After, whatever
 // it opens; another client is not held back; a wait that ends frees its

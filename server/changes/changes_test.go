@@ -707,6 +707,9 @@ func TestChangesStreamLimit(t *testing.T) {
 	if got := cs.metrics.Counter("prodapi_changes_streams_refused_total", "").Value(); got != 1 {
 		t.Errorf("refused %d", got)
 	}
+	if got := cs.capRefusals("changes_streams"); got != 1 {
+		t.Errorf("cap_refusals{changes_streams} = %d, want 1", got)
+	}
 }
 
 // Shutdown ends streams at once, rather than waiting for them to end.
