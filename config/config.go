@@ -113,7 +113,8 @@ type Config struct {
 	WriteTimeout      time.Duration // PRODAPI_WRITE_TIMEOUT
 	IdleTimeout       time.Duration // PRODAPI_IDLE_TIMEOUT
 	// MaxConns caps the client connections held open; at the cap a new
-	// connection closes the longest idle one (PRODAPI_MAX_CONNS).
+	// connection closes the longest idle one, else answers the oldest
+	// /changes long poll early (PRODAPI_MAX_CONNS).
 	MaxConns int
 	// ReadyRequiresBackends makes /readyz answer 503 while no backend can
 	// answer (PRODAPI_READY_REQUIRES_BACKENDS); by default readiness is
