@@ -488,8 +488,8 @@ func TestLint(t *testing.T) {
 
 // loadsInProdapi checks the environment the chart gives the container
 // with prodapi's own loader: every variable a setting, every value valid,
-// nothing contradicting.
-func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
+// nothing contradicting. It returns the configuration loaded.
+func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) config.Config {
 	t.Helper()
 	vars := map[string]string{}
 	var names []string
@@ -502,10 +502,11 @@ func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
 			vars[e.Name] = e.Value
 		}
 	}
-	_, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
+	cfg, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
 	if err != nil {
 		t.Errorf("prodapi refuses the chart's environment:\n%v", err)
 	}
+	return cfg
 }
 
 func envVar(t *testing.T, c corev1.Container, name string) corev1.EnvVar {
