@@ -306,21 +306,13 @@ func TestOperatorListener(t *testing.T) {
 	}
 	// The ports are values, never env: the probes and the Services follow
 	// them. And no two listeners share one.
-	for _, tc := range []struct {
-		name   string
-		values map[string]any
-		want   string
-	}{
+	checkRefusals(t, []refusal{
 		{"env.PRODAPI_OPS_ADDR", with(map[string]any{"env": map[string]any{"PRODAPI_OPS_ADDR": ":6000"}}), "env.PRODAPI_OPS_ADDR is written from ops.port"},
 		{"env.PORT", with(map[string]any{"env": map[string]any{"PORT": "8080"}}), "env.PORT is written from port"},
 		{"the API's port twice", with(map[string]any{"ops": map[string]any{"port": 5500}}), "port (5500), ops.port (5500) must differ"},
 		{"the admin port twice", with(map[string]any{"admin": map[string]any{"enabled": true, "secret": adminSecret, "port": 5502}}),
 			"port (5500), ops.port (5502) and admin.port (5502) must differ"},
-	} {
-		if _, err := render(t, chartDir, tc.values); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
+	})
 }
 
 // GOGC is 400 by default, beside GOMEMLIMIT; 0 leaves Go's default, and

@@ -137,11 +137,7 @@ func TestRateOffInYAML(t *testing.T) {
 // The values schema refuses what prodapi would refuse at start, and the
 // chart what cannot work together.
 func TestFairShareRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		values map[string]any
-		want   string
-	}{
+	checkRefusals(t, []refusal{
 		{"a rate that is no rate", with(map[string]any{"limits": map[string]any{"rate": "fast"}}), "/limits/rate"},
 		{"a rate per day", with(map[string]any{"limits": map[string]any{"address": "100/d"}}), "/limits/address"},
 		{"a rate of true", with(map[string]any{"limits": map[string]any{"rate": true}}), "/limits/rate"},
@@ -156,11 +152,7 @@ func TestFairShareRefusals(t *testing.T) {
 			"/clientAddress/trustedProxies/0"},
 		{"trusted proxies without their header", with(map[string]any{"clientAddress": map[string]any{"trustedProxies": []any{"10.244.0.0/16"}}}),
 			"clientAddress.trustedProxies is set without clientAddress.proxyHeader"},
-	} {
-		if _, err := render(t, chartDir, tc.values); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q in it", tc.name, err, tc.want)
-		}
-	}
+	})
 }
 
 // With an Ingress or an HTTPRoute in front, NOTES.txt says how to give
