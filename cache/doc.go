@@ -77,7 +77,8 @@
 //
 // The in-process tier is bounded in bytes (Options.LocalBytes, 64 MiB by
 // default) and evicts least recently used entries first (CLOCK, so a hit
-// takes only a read lock). It serves an entry for LocalTTL (2s by
+// takes no lock: a sync.Map lookup; only puts and evictions take the
+// tier's mutex). It serves an entry for LocalTTL (2s by
 // default) after taking it from Redis or a load, never past the entry's
 // freshness, so replicas converge on what Redis holds within LocalTTL.
 // After that it keeps the entry, room allowing, only as a fallback for
@@ -131,13 +132,26 @@
 // # Loads and stale serving
 //
 // A request the in-process tier cannot answer joins the flight of its key
-// (x/sync/singleflight): the first request's flight looks in both tiers
-// again, then loads; the others wait for it (outcome collapsed when it
+// (x/sync/singleflight): the first request's flight looks in the
+// in-process tier again (a flight that just ended may have filled it),
+// reads Redis unless its request already did, then loads; the others
+// wait for it (outcome collapsed when it
 // loaded). The flight runs on a context that keeps the first request's
 // values but not its cancellation, bounded by LoadTimeout; each waiter
 // still gives up when its own context ends, and the load goes on for the
 // others. A panic in a load is an error (logged with its stack), never a
 // crash. Background refreshes run the same way, and Close cancels them.
+//
+// The request that is about to load asks its gate first (the one
+// LoadGated was given: the server's is its client's share of the
+// fair-share limiter, which charges the load to the client and caps the
+// loads each client has in flight; else Options.Gate), with its own
+// context: after the tiers and the fleet had nothing, so that a
+// hit, a stale answer, a request answered by another's load or a
+// background refresh is never charged a load. A refused load fails its
+// request with the gate's error (a 429), and the requests that waited
+// for it join the key's flight again, one of them asking the gate for
+// its own load. Loads of resources whose TTL is 0 ask it too.
 //
 // An entry past its freshness but within the stale window is served at
 // once, and one background refresh per key and process starts
@@ -301,8 +315,10 @@
 // registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
-//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease
+//	prodapi_cache_hits_total{resource,tier}          hits and stale answers by the tier that held them: local, redis
+//	prodapi_partial_responses_total{resource}        incomplete responses served, marked and not stored
+//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate, waiters
+//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_corrupt_values_total
 //	prodapi_cache_writes_dropped_total{reason}       (tier) queue_full, breaker_open, closed

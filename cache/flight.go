@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -48,20 +49,49 @@ type fill struct {
 }
 
 // flight joins the flight of key, where one request at a time fills the
-// key (fill), and answers from what it produced.
+// key (fill), and answers from what it produced. When the gate refused
+// the load of the request that ran the flight, the others join a flight
+// again: one of them runs it, and asks the gate for its own load.
 //
 // A query with Freshness (min_position) joins only the flights of others
 // that came after the same in-process invalidations: a load begun before
 // one of them may hold what it invalidated, and is never its answer.
 func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead) (*sources.Representation, string, error) {
 	res := q.Resource.Name
-	leader := false // set inside the flight only when this request runs it
+	for {
+		leader := false // set inside the flight only when this request runs it
+		select {
+		case r := <-c.lead(ctx, q, key, fresh, pre, &leader):
+			if rf, ok := errors.AsType[*refusal](r.Err); ok {
+				if !leader {
+					continue
+				}
+				return nil, "", rf.err
+			}
+			if r.Err != nil {
+				c.metrics.requests.Inc(res, OutcomeError)
+				return nil, "", r.Err
+			}
+			f := r.Val.(*fill)
+			collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
+			return c.fromFill(res, f, collapsed), f.tier, nil
+		case <-ctx.Done():
+			c.metrics.requests.Inc(res, OutcomeError)
+			return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// lead joins the flight of key, or starts it: then this request runs it
+// (leader is set) and fills the key.
+func (c *Cache) lead(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead, leader *bool) <-chan singleflight.Result {
+	res := q.Resource.Name
 	flightKey := key
 	if q.Fresh != nil {
 		flightKey = key + "\x00" + strconv.FormatUint(c.inval.seqNow(), 10)
 	}
-	ch := c.flights.DoChan(flightKey, func() (v any, err error) {
-		leader = true
+	return c.flights.DoChan(flightKey, func() (v any, err error) {
+		*leader = true
 		defer func() {
 			if p := recover(); p != nil {
 				c.log.Error("cache: panic in a fill", "resource", res, "panic", p, "stack", string(debug.Stack()))
@@ -78,19 +108,26 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		}
 		return c.fill(fctx, key, q, fresh, pre)
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			c.metrics.requests.Inc(res, OutcomeError)
-			return nil, "", r.Err
-		}
-		f := r.Val.(*fill)
-		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
-		return c.fromFill(res, f, collapsed), f.tier, nil
-	case <-ctx.Done():
-		c.metrics.requests.Inc(res, OutcomeError)
-		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+}
+
+// A refusal is the gate's refusal of a flight's load: the request that
+// ran the flight is answered with err, and the others join a flight
+// again.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return "cache: load refused: " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// admit asks the request's gate (LoadGated's, else Options.Gate) whether
+// the request of ctx may start a load.
+func (c *Cache) admit(ctx context.Context) (done func(), err error) {
+	if g, ok := ctx.Value(gateKey{}).(Gate); ok {
+		return g.AdmitLoad(ctx)
 	}
+	if c.gate == nil {
+		return func() {}, nil
+	}
+	return c.gate.AdmitLoad(ctx)
 }
 
 // fromFill is the Representation of what a fill produced, for one
@@ -170,6 +207,11 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		return &fill{tier: tierRedis, kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, &refusal{err: err}
+	}
+	defer done()
 	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	switch {
@@ -276,6 +318,11 @@ func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc
 
 // bypass loads without the cache, for a resource whose TTL is zero.
 func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -46,8 +50,16 @@ type AuthOptions struct {
 // Claims are what a verified token grants.
 type Claims struct {
 	ClientID string
-	Scopes   []string
-	Expires  time.Time
+	// Client names the client its limits count against: the token's
+	// client_id, else its sub, else a hash of the token.
+	Client  string
+	Scopes  []string
+	Expires time.Time
+
+	// share is Client's share of the fair-share limiter, kept with the
+	// claims of a remembered token (shareOf); nil until its first
+	// request.
+	share atomic.Pointer[fairshare.Share]
 }
 
 // Has reports whether the claims carry scope, by exact membership.
@@ -178,7 +190,11 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	c := &Claims{ClientID: tc.ClientID, Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	c := &Claims{ClientID: tc.ClientID, Client: cmp.Or(tc.ClientID, tc.Subject), Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	if c.Client == "" {
+		sum := sha256.Sum256([]byte(tok))
+		c.Client = "#" + hex.EncodeToString(sum[:16])
+	}
 	var nbf time.Time
 	if tc.NotBefore != nil {
 		nbf = tc.NotBefore.Time
@@ -282,35 +298,42 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // authorize checks the request's token and, when scope is not empty, that
-// it grants scope (401, 403). The client a verified token names goes to
-// the access log, refused for its scope or not.
+// it grants scope (401, 403), then its client's rate limit (429). The
+// client a verified token names goes to the access log, refused for its
+// scope or not.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) error {
 	c, err := s.authenticate(w, r)
-	if err != nil || c == nil {
+	if err != nil {
 		return err
 	}
-	if scope != "" && !c.Has(scope) {
+	if c != nil && scope != "" && !c.Has(scope) {
+		s.limits.Charge(w.Header(), s.shareOf(c, s.requestTime(w)), s.requestTime(w)) // refused, and still a request
 		return forbidden(c, scope)
 	}
-	return nil
+	return s.admit(w, r, c)
 }
 
-// authenticate checks the request's token (401) and returns what it
-// grants, naming its client in the access log; nil claims with
-// authentication off.
+// authenticate checks the request's address limit (429) and token (401)
+// and returns what the token grants, naming its client in the access
+// log; nil claims with authentication off. A token refused counts
+// against its address's limit.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, error) {
+	if err := s.checkAddress(w, r); err != nil {
+		return nil, err
+	}
 	if !s.auth.opts.Enabled {
 		return nil, nil
 	}
 	c, err := s.auth.verify(r, s.requestTime(w))
 	if err != nil {
+		s.unauthenticated(w, r)
 		return nil, &httperr.Error{
 			Status: http.StatusUnauthorized, Msg: msgCredentials, Err: err,
 			Header: http.Header{"Www-Authenticate": {challenge(err)}},
 		}
 	}
 	if info := infoOf(w); info != nil {
-		info.clientID = c.ClientID
+		info.clientID, info.client = c.ClientID, c.Client
 	}
 	return c, nil
 }

@@ -71,7 +71,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Reso
 		return err
 	}
 	if fresh {
-		if q, err = s.atLeast(r.Context(), q, pos); err != nil {
+		if q, err = s.atLeast(r.Context(), s.clientOf(w, r), q, pos); err != nil {
 			return err
 		}
 	}
@@ -79,9 +79,9 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Reso
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
-	rep, err := s.load.Load(r.Context(), q)
+	rep, err := s.loadAs(w, r, q)
 	if err != nil {
-		return err
+		return s.hold(w, r, err) // a load refused at its client's limit
 	}
 	s.writeRepresentation(w, r, rep)
 	return nil

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
@@ -40,9 +41,15 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// client names the client of the request's verified token, as its
+	// limits and caps count it (Claims.Client); "" without one.
+	client string
 	// clientAddr is the client's address (Server.clientAddr), set by
 	// requestID.
 	clientAddr netip.Addr
+	// share is the request's client's share of the fair-share limiter,
+	// which its loads are charged to; nil: none.
+	share *fairshare.Share
 	// untimed: a request that waits (a /changes long poll or stream),
 	// which the feed times in its own histograms, and the request-duration
 	// histogram leaves out.

@@ -29,6 +29,7 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/changes"
 	"github.com/prodapi/prodapi/server/changes/changestest"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
@@ -49,6 +50,9 @@ import (
 const (
 	oaPrefix = "/prodapi/v1"
 	oaSecret = "openapi-test-secret-at-least-32-bytes"
+	// oaFlood is the client whose rate is 11 requests a second, which a
+	// clock that stands still never refills.
+	oaFlood = "openapi-flood"
 )
 
 func oaNow() time.Time { return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC) }
@@ -825,6 +829,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 // TestOpenAPIStatuses holds each operation's documented statuses to what
 // the server can answer, read from its code: routing and target length
 // (414, middleware), authentication (401; 403 where a scope is needed),
+// the fair share (429, wherever a token is read),
 // query.Parse (400), the renderer (404 for a missing detail), errorOf
 // (500, 503, 504), conditional requests (304), and for media
 // http.ServeContent (206, 416) and object storage (302), and for /changes
@@ -835,14 +840,14 @@ func TestOpenAPIRoutes(t *testing.T) {
 func TestOpenAPIStatuses(t *testing.T) {
 	d := loadOpenAPI(t)
 	want := map[string][]string{
-		"getHome":    {"200", "304", "401", "414", "500"},
-		"getAsset":   {"200", "206", "302", "304", "401", "403", "404", "414", "416", "500", "503", "504"},
+		"getHome":    {"200", "304", "401", "414", "429", "500"},
+		"getAsset":   {"200", "206", "302", "304", "401", "403", "404", "414", "416", "429", "500", "503", "504"},
 		"getOpenAPI": {"200", "304", "414"},
-		"getChanges": {"200", "400", "401", "403", "410", "414", "500", "503", "504"},
+		"getChanges": {"200", "400", "401", "403", "410", "414", "429", "500", "503", "504"},
 	}
 	for _, r := range oaResources {
-		want[r.list] = []string{"200", "304", "400", "401", "403", "410", "414", "500", "503", "504"}
-		want[r.get] = []string{"200", "304", "400", "401", "403", "404", "410", "414", "500", "503", "504"}
+		want[r.list] = []string{"200", "304", "400", "401", "403", "410", "414", "429", "500", "503", "504"}
+		want[r.get] = []string{"200", "304", "400", "401", "403", "404", "410", "414", "429", "500", "503", "504"}
 	}
 	for _, o := range d.operations() {
 		got := sortedKeys(mapAt(o.op, "responses"))
@@ -905,11 +910,19 @@ func newOAServerLog(t *testing.T, failure error, log changes.Log) *httptest.Serv
 		t.Fatal(err)
 	}
 	e := enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets"})
+	// The fair share, as limits no request here reaches, but oaFlood's.
+	limits, err := fairshare.New(fairshare.Options{Client: fairshare.Rate{Events: 1 << 30, Per: time.Second},
+		Clients: map[string]fairshare.Rate{oaFlood: {Events: 11, Per: time.Second}}, Address: fairshare.Rate{Events: 1 << 20, Per: time.Second},
+		MissCost: 10, MaxLoads: 8, Now: oaNow, Flush: -1, Hold: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { limits.Close(context.Background()) })
 	var load server.Loader
 	if failure != nil {
 		load = render.New(failingReader{failure}, e.Enrich)
 	} else {
-		c := cache.New(nil, render.New(store, e.Enrich), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second})
+		c := cache.New(nil, render.New(store, e.Enrich), cache.Options{Now: oaNow, NotFoundTTL: 5 * time.Second, Gate: limits})
 		t.Cleanup(func() { c.Close(context.Background()) })
 		load = c
 	}
@@ -920,6 +933,7 @@ func newOAServerLog(t *testing.T, failure error, log changes.Log) *httptest.Serv
 		// The lists of search resources with min_position wait out the
 		// search lag: a millisecond here.
 		Changes: changes.New(log, changes.Options{SearchLag: time.Millisecond}),
+		Limits:  limits,
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -1302,6 +1316,11 @@ func TestOpenAPIResponses(t *testing.T) {
 	expect(do("unknown route", "GET", oaPrefix+"/nope", "Authorization", all), 404)
 	expect(do("unknown route under a resource", "GET", oaPrefix+"/items/a/b", "Authorization", all), 404)
 
+	for _, x := range oaTooMany(t, ts.URL, asset) {
+		exchanges = append(exchanges, x)
+		expect(x, 429)
+	}
+
 	// Backend failures, with nothing cached.
 	for _, f := range []struct {
 		name   string
@@ -1356,6 +1375,28 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Errorf("documented responses no request exercised: %v", missed)
 	}
 	t.Logf("%d exchanges checked, %d documented responses exercised", len(exchanges), len(exercised))
+}
+
+// oaTooMany requests every operation that reads a token as a client
+// whose rate is spent (oaFlood's: 11 requests, on a clock that stands
+// still): each a 429.
+func oaTooMany(t *testing.T, base, asset string) []*oaExchange {
+	t.Helper()
+	tok, err := server.MintToken([]byte(oaSecret), oaFlood, sources.AllScopes, time.Hour, oaNow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flood := "Bearer " + tok
+	for range 11 {
+		oaDo(t, base, "spending", "GET", oaPrefix, "Authorization", flood)
+	}
+	xs := []*oaExchange{oaDo(t, base, "home, 429", "GET", oaPrefix, "Authorization", flood)}
+	for _, r := range oaResources {
+		xs = append(xs, oaDo(t, base, r.name+" list, 429", "GET", oaPrefix+"/"+r.name, "Authorization", flood),
+			oaDo(t, base, r.name+" detail, 429", "GET", oaPrefix+"/"+r.name+"/"+url.PathEscape(r.details[0]), "Authorization", flood))
+	}
+	return append(xs, oaDo(t, base, "asset, 429", "GET", asset, "Authorization", flood),
+		oaDo(t, base, "changes, 429", "GET", oaPrefix+"/changes", "Authorization", flood))
 }
 
 // shorten cuts a long request target for messages.

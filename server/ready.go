@@ -24,7 +24,7 @@ type readiness struct {
 func newReadiness(checks []Check, requireBackends bool, m *metrics.Metrics) *readiness {
 	return &readiness{checks: checks, requireBackends: requireBackends,
 		checkUp: m.Gauge("prodapi_check_up",
-			"1 while the named check of /readyz (mongo, elastic, sandbox, redis, change_feed) passed its last probe, 0 while it failed.", "check")}
+			"1 while the named check of /readyz (mongo, elastic, sandbox, redis, change_feed, rate_limits) passed its last probe, 0 while it failed.", "check")}
 }
 
 // ServeHTTP answers /readyz: whether this replica takes traffic, and how its

@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
@@ -85,6 +87,11 @@ type Options struct {
 	// Changes answers /changes (server/changes, in front of the fleet's
 	// change log); nil: /changes answers 404, as an unknown URL does.
 	Changes *changes.Feed
+	// Limits is the fair-share limiter (server/fairshare): the address
+	// limit before authentication, the client's after it, and the loads
+	// its requests start, through the context the loader gets. Nil: no
+	// limits.
+	Limits *fairshare.Limiter
 }
 
 // A Check is one dependency /readyz probes.
@@ -139,7 +146,8 @@ type Server struct {
 	// closes every request, /readyz, /changes.
 	requests *requestLog
 	ready    *readiness
-	feed     *changes.Feed // nil: no /changes
+	feed     *changes.Feed      // nil: no /changes
+	limits   *fairshare.Limiter // nil: no limits
 }
 
 // New returns a server answering list and detail requests with load.
@@ -180,6 +188,7 @@ func New(load Loader, opts Options) *Server {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
 	s.feed = opts.Changes
+	s.limits = opts.Limits
 	s.requests = newRequestLog(opts, s.logger, s.metrics)
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
 	s.home = homeBody()
@@ -215,6 +224,19 @@ func (s *Server) EndStreams() {
 	if s.feed != nil {
 		s.feed.End()
 	}
+}
+
+// EndOldestPoll answers the /changes long poll that has waited the
+// longest at once (its empty page, on a connection that then closes),
+// and returns its connection as the http.Server accepted it; nil when no
+// long poll waits (changes.Feed.EndOldestPoll). The connection cap calls
+// it to make room when no connection is idle; the connection is known
+// only with ConnContext as the http.Server's.
+func (s *Server) EndOldestPoll() net.Conn {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.EndOldestPoll()
 }
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.

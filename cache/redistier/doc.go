@@ -26,10 +26,14 @@
 //	prodapi:v1:lease:<key>            the load lease of key (TryLoadLease)
 //	prodapi:v1:feed:<name>:lease      a change feed's watcher lease (Lease)
 //	prodapi:v1:{changes}:feed:<name>:token  its resume token (Token, SaveToken)
-//	prodapi:v1:{changes}:...          the change log's stream (stream.go)
+//	prodapi:v1:{changes}:stream       the change log's entries (StreamAppend, StreamRange, StreamRead)
+//	prodapi:v1:{changes}:meta         the log's epoch and the newest id trimmed away (StreamRenew)
+//	prodapi:v1:{changes}:seen:<key>   the version last appended for a document (StreamAppend.Seen)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
 //	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
 //	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
+//	rate:prodapi:v1:<client>          a rate limit's GCRA bucket (Charge; redis_rate puts "rate:" first)
+//	prodapi:v1:waiters:<client>       a client's waiters, by lease end (JoinWaiter, RenewWaiters, LeaveWaiter)
 //
 // # A request's budget
 //
@@ -109,6 +113,29 @@
 // change log's hash slot, so that a Cluster replicates it in order with
 // the entries appended before it was saved.
 //
+// # Rate limits
+//
+// Charge takes events from a GCRA bucket the fleet shares
+// (go-redis/redis_rate: one script call, on Redis's clock), all or none,
+// or as many as it holds: the fair-share limiter (server/fairshare)
+// charges each backend load before it starts, and the hits it served in
+// batches. It waits like a read (Timeout, or what is left of the
+// request's budget) and is judged by the breaker; ok false means the
+// limiter counts on this replica alone meanwhile.
+//
+// # Waiters
+//
+// JoinWaiter, RenewWaiters and LeaveWaiter count each client's /changes
+// streams, long polls and min_position waits across the fleet
+// (server/changes's Fleet): a sorted set per client of waiter ids, each
+// scored by the end of its lease on Redis's clock. A join drops the
+// members whose leases ended, then adds its own unless the client is at
+// its cap, in one script; each replica renews all of its waiters' leases
+// in one pipelined round trip every third of a lease; so the waiters of
+// a replica that died leave the count when their leases end. Each call
+// waits as a control call does and is judged by the breaker; an error
+// means the replica counts on its own meanwhile.
+//
 // # Clients and REDIS_URL
 //
 // A client for New must have ContextTimeoutEnabled set, or go-redis
@@ -139,8 +166,8 @@
 // Registered on Options.Metrics, under the cache's names (package cache
 // lists them all):
 //
-//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease
+//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate, rate, waiters
+//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed
 //	prodapi_cache_invalidations_received_total       messages on the channel, own included

@@ -112,13 +112,26 @@ func opsVars(bin string, vars map[string]string) map[string]string {
 	return all
 }
 
-// startProdapiBinary is startProdapi with another binary (-baseline).
+// fairShareUnreached are the settings of the prodapi the harness
+// measures (-prodapi): the fair share on, with limits it never reaches,
+// since the harness sends as one client far faster than any client's
+// limit. A baseline (-baseline, perhaps older than the fair share) runs
+// with -baseline-vars instead.
+var fairShareUnreached = map[string]string{"PRODAPI_RATE_LIMIT": "1000000000/s", "PRODAPI_CLIENT_MAX_LOADS": "1048576"}
+
+// startProdapiBinary is startProdapi with another binary (-baseline, for
+// a name with "baseline" in it).
 func (h *harness) startProdapiBinary(bin, name string, vars map[string]string) (*prodapiProc, error) {
 	vars = opsVars(bin, vars)
 	all := map[string]string{
 		"PRODAPI_SANDBOX":           "sample",
 		"AUTH_SERVER_SHARED_SECRET": h.secret,
 		"PRODAPI_SANDBOX_LATENCY":   h.o.latency.String(),
+	}
+	if strings.Contains(name, "baseline") {
+		maps.Copy(all, h.o.baselineVars)
+	} else {
+		maps.Copy(all, fairShareUnreached)
 	}
 	maps.Copy(all, vars)
 	logPath := filepath.Join(h.dir, "prodapi-"+name+".log")

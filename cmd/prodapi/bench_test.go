@@ -353,10 +353,13 @@ func benchToken(b *testing.B) string {
 }
 
 // startBenchServe runs the whole program in-process on 127.0.0.1:0, its
-// logs formatted as in production and discarded, until cleanup.
+// logs formatted as in production and discarded, until cleanup. Its
+// fair share is on, with limits the benchmark never reaches
+// (neverLimited): every check and count is made, and no request refused.
 func startBenchServe(b *testing.B, owner testing.TB, vars map[string]string) *benchServer {
 	b.Helper()
 	all := withTestOps(map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret})
+	maps.Copy(all, neverLimited)
 	maps.Copy(all, vars)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

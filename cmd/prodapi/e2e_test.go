@@ -56,10 +56,15 @@ func withTestOps(vars map[string]string) map[string]string {
 
 // start runs the whole program in-process on 127.0.0.1:0 (its operator
 // listener too) with the given environment (on top of a sandbox and a
-// secret) and stops it at cleanup.
+// secret) and stops it at cleanup. The fair share is off unless the
+// environment given turns it on: the tests of everything else make
+// requests from one client as fast as the machine lets them (a walk in
+// small pages, a shutdown under 40 loads), which its defaults would
+// limit on a fast day and not on a slow one.
 func start(t testing.TB, kv ...string) *instance {
 	t.Helper()
-	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_OPS_ADDR": testOpsAddr}
+	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_OPS_ADDR": testOpsAddr,
+		"PRODAPI_RATE_LIMIT": "off", "PRODAPI_RATE_LIMIT_ADDR": "off", "PRODAPI_CLIENT_MAX_LOADS": "0"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		vars[kv[i]] = kv[i+1]
 	}

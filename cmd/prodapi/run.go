@@ -26,6 +26,7 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/server/admin"
 	changeshttp "github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/render"
 	"github.com/prodapi/prodapi/sources"
@@ -149,6 +150,7 @@ type service struct {
 
 	b       *backends
 	tier    *redistier.Tier
+	limits  *fairshare.Limiter // nil: no limits
 	cache   *cache.Cache
 	changes *changelog.Log
 	// feeds report the backends' writes to the cache and the change log;
@@ -310,7 +312,18 @@ func (s *service) openCache(ctx context.Context) error {
 	// the cache's entries and invalidations, and the change feed's lease
 	// and token. Without Redis the replica is alone.
 	s.tier = redistier.New(rdb, redistier.Options{Metrics: registry, Logger: logger, Tracer: s.tracer})
+	// The fair share: its counts are the fleet's, in the Redis tier, and
+	// the cache asks it before each load a request starts.
+	if s.limits, err = openLimits(cfg.Limits, s.tier, registry, logger); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	var gate cache.Gate
+	if s.limits != nil {
+		gate = s.limits
+		s.undo = append(s.undo, func() { s.limits.Close(context.Background()) })
+	}
 	s.cache = cache.New(s.tier, renderer, cache.Options{
+		Gate:        gate,
 		TTL:         ttl,
 		Stale:       cfg.Cache.Stale,
 		NotFoundTTL: cfg.Cache.NotFoundTTL,
@@ -441,6 +454,9 @@ func feedCheck(f *feed.Feed, polls string) server.Check {
 func (s *service) openServer() {
 	cfg, c, b, changes := s.cfg, s.cache, s.b, s.changes
 	checks, registry, logger, logs, tracer, cursorKey := s.checks, s.registry, s.logger, s.logs, s.tracer, s.cursorKey
+	if s.limits != nil && s.tier.Enabled() {
+		checks = append(slices.Clone(checks), limitsCheck(s.limits))
+	}
 	var assets sources.AssetStore
 	if b.assets != nil {
 		assets = c.Assets(b.assets, cfg.Cache.AssetTTL)
@@ -460,12 +476,10 @@ func (s *service) openServer() {
 		TrustedProxies:     cfg.TrustedProxies,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
-		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
-			WriteTimeout: cfg.ChangesWriteTimeout, Metrics: registry,
-			// Positions are sealed as cursors are, under a label of their own.
-			Secret: cursorKey, MinPositionWait: cfg.MinPositionWait}),
+		Changes:            changeshttp.New(changes, s.feedOptions()),
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
+		Limits:                s.limits,
 	})
 
 	limit := newConnLimiter(cfg.MaxConns, registry)
@@ -476,6 +490,21 @@ func (s *service) openServer() {
 	opsLimit := newConnLimiter(opsMaxConns, nil)
 	s.opsLn = opsLimit.listener(server.Listener(s.opsLn))
 	s.ops = opsServer(cfg, srv, opsLimit, logger)
+}
+
+// feedOptions are the options of /changes: its caps, the client's across
+// the fleet when it shares Redis.
+func (s *service) feedOptions() changeshttp.Options {
+	cfg := s.cfg
+	opts := changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams, MaxPolls: cfg.ChangesMaxPolls,
+		ClientMaxWaits: cfg.ClientMaxWaits, MaxStreamAge: cfg.ChangesMaxStreamAge,
+		WriteTimeout: cfg.ChangesWriteTimeout, Metrics: s.registry,
+		// Positions are sealed as cursors are, under a label of their own.
+		Secret: s.cursorKey, MinPositionWait: cfg.MinPositionWait}
+	if s.tier.Enabled() {
+		opts.Fleet = s.tier
+	}
+	return opts
 }
 
 // opsMaxConns is the operator listener's connection allowance: kubelet's
@@ -644,11 +673,15 @@ func streamed(f *feed.Feed) bool {
 // apiServer is the http.Server of the API, srv's handler, on a listener
 // made by limit.listener(server.Listener(ln)): net/http's own plain-text
 // errors (malformed Host, oversized headers) leave in the error
-// envelope, and connections count against PRODAPI_MAX_CONNS.
+// envelope, and connections count against PRODAPI_MAX_CONNS, which
+// answers the oldest long poll early when no connection is idle.
 func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger *slog.Logger) *http.Server {
 	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ConnState:         limit.connState,
+		Handler:   srv.Handler(),
+		ConnState: limit.connState,
+		// A request's connection in its context: a change stream caps
+		// its send buffer, and the cap finds a long poll's connection.
+		ConnContext:       server.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -661,6 +694,9 @@ func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger
 	// Change streams and long polls end at once on Shutdown, which
 	// would otherwise wait for them.
 	hs.RegisterOnShutdown(srv.EndStreams)
+	// At the connection cap with none idle, the oldest long poll is
+	// answered early to make room.
+	limit.evict = srv.EndOldestPoll
 	return hs
 }
 
