@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,9 +41,11 @@ import (
 // walk, ms/page-median, ms/page-max and ms/page-first (the first page
 // builds the order of the walk's sort), s-to-ready (from the start of the
 // process to its first 200 from /readyz on the operator listener),
-// MB-json (the newsroom's *.json files), MB-peak-RSS (the process's
-// VmHWM after the walk: the most it held, loading included) and
-// RSS/json, their ratio. The log has the load average before and after
+// CPU-s-to-ready (the CPU time prodapi used until then, which a busy
+// machine does not stretch), docs/CPU-s (items walked per second of
+// prodapi's CPU), MB-json (the newsroom's *.json files), MB-peak-RSS
+// (the process's VmHWM after the walk: the most it held, loading
+// included) and RSS/json, their ratio. The log has the load average before and after
 // each walk.
 func BenchmarkWalkSandbox(b *testing.B) {
 	large := 300_000
@@ -203,12 +206,14 @@ func walkSandbox(b *testing.B, bin, dir string, n int, size int64) {
 		return raw
 	}
 	readyHWM := procStatusKB(status(), "VmHWM")
+	readyCPU := procCPU(b, cmd.Process.Pid)
 
 	walkStarted := time.Now()
 	times := walkAll(b, s, benchToken(b), n)
 	walked := time.Since(walkStarted)
 	b.StopTimer()
 	hwm := procStatusKB(status(), "VmHWM")
+	walkCPU := procCPU(b, cmd.Process.Pid) - readyCPU
 	sorted := slices.Sorted(slices.Values(times))
 	median, slowest := sorted[len(sorted)/2], sorted[len(sorted)-1]
 	at := slices.Index(times, slowest) // the first page builds the sort's order
@@ -218,11 +223,13 @@ func walkSandbox(b *testing.B, bin, dir string, n int, size int64) {
 	b.ReportMetric(float64(slowest.Microseconds())/1000, "ms/page-max")
 	b.ReportMetric(float64(times[0].Microseconds())/1000, "ms/page-first")
 	b.ReportMetric(ready.Seconds(), "s-to-ready")
+	b.ReportMetric(readyCPU.Seconds(), "CPU-s-to-ready")
+	b.ReportMetric(float64(n)/walkCPU.Seconds(), "docs/CPU-s")
 	b.ReportMetric(float64(size)/(1<<20), "MB-json")
 	b.ReportMetric(mb(hwm), "MB-peak-RSS")
 	b.ReportMetric(float64(hwm<<10)/float64(size), "RSS/json")
-	b.Logf("%s: %d MB of JSON, ready after %s (VmHWM %.0f MB); %d items in %d pages in %s, %.0f docs/s, page median %s, first %s, slowest %s (page %d); VmHWM after the walk %.0f MB (%.2f× the JSON)",
-		dir, size>>20, ready.Round(time.Millisecond), mb(readyHWM), n, len(times), walked.Round(time.Millisecond),
+	b.Logf("%s: %d MB of JSON, ready after %s (%s of CPU, VmHWM %.0f MB); %d items in %d pages in %s (%s of the server's CPU), %.0f docs/s, page median %s, first %s, slowest %s (page %d); VmHWM after the walk %.0f MB (%.2f× the JSON)",
+		dir, size>>20, ready.Round(time.Millisecond), readyCPU, mb(readyHWM), n, len(times), walked.Round(time.Millisecond), walkCPU,
 		float64(n)/walked.Seconds(), median.Round(time.Millisecond), times[0].Round(time.Millisecond), slowest.Round(time.Millisecond), at+1,
 		mb(hwm), float64(hwm<<10)/float64(size))
 }
@@ -242,6 +249,25 @@ func awaitReady(s *benchServer) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return errors.New("/readyz did not answer 200 within ten minutes")
+}
+
+// procCPU is the CPU time (user and system) process pid has used, from
+// /proc/PID/stat in clock ticks of 10 ms (Linux's USER_HZ).
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// After the command's name, in parentheses: state is the first field
+	// (the stat's third), utime the twelfth and stime the thirteenth.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // procStatusKB reads a field in kB of /proc/PID/status.
