@@ -16,8 +16,8 @@
 // the service starts with MongoDB down; the driver's monitor reconnects
 // when it comes back. ClientOptions caps server selection and connection
 // set-up at 2 s (the driver's default is 30 s), so with MongoDB down a
-// request fails with ErrUnavailable in about 2 s (reliability-security.md
-// F7) and the cache can serve stale. Read preference is primaryPreferred:
+// request fails with ErrUnavailable in about 2 s and the cache can serve
+// stale. Read preference is primaryPreferred:
 // the edge serves what Superdesk just wrote, and still reads from a
 // secondary while there is no primary. Options in the URI win.
 //
