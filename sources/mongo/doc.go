@@ -3,9 +3,9 @@
 // events_history), enrichment lookups and GridFS media, on the official
 // driver v2. Import it as mongosrc; the driver's own package is mongo too.
 //
-//	client, err := mongo.Connect(mongosrc.ClientOptions(cfg.MongoURI, cfg.MongoMaxPool, cfg.MongoTimeout))
+//	client, err := mongo.Connect(mongosrc.ClientOptions(cfg.MongoURI, cfg.MongoMaxPool, cfg.BackendTimeout))
 //	db := client.Database(mongosrc.DatabaseName(cfg.MongoURI))
-//	store := mongosrc.New(db, mongosrc.Options{Timeout: cfg.MongoTimeout, Queries: metrics.SourceQueries(), Logger: log})
+//	store := mongosrc.New(db, mongosrc.Options{Timeout: cfg.BackendTimeout, Queries: metrics.SourceQueries(), Logger: log})
 //
 // A *Store is a sources.Store and a sources.AssetStore; Ping is for
 // readiness.
