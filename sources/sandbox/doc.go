@@ -2,8 +2,8 @@
 // answers every sources.Store method, and sources.AssetStore, as MongoDB
 // and Elasticsearch would for the validated query grammar. `make run` and
 // the tests use it (PRODAPI_SANDBOX=sample, or a directory); the Mongo and
-// Elasticsearch adapters' protocol-level fakes use its evaluator (Match,
-// Search).
+// Elasticsearch adapters' protocol-level fakes use its evaluator
+// (MatchLiteral, SearchSorted).
 //
 // # Data
 //
