@@ -13,11 +13,11 @@
 // files. Every document needs an _id, a string or an ObjectID, unique in
 // its collection. Documents are never modified after loading; callers get
 // documents of their own. Details and document-database lists read the
-// documents as they are. Search hits are what ES would return: ObjectIDs become their hex
-// strings (an ES _source has no ObjectIDs), _resource is removed and
-// _source filtering applies. Documents without a _resource field are
-// treated as holding the name of their collection, as Superdesk's
-// indexer stores it.
+// documents as they are. Search hits are what ES would return: ObjectIDs
+// become their hex strings (an ES _source has no ObjectIDs), _resource is
+// removed and _source filtering applies. Documents without a _resource
+// field are treated as holding the name of their collection, as
+// Superdesk's indexer stores it.
 //
 // Assets are read into memory when the newsroom loads (the sandbox is for
 // small newsrooms), with their MD5. A media id finds the file of that
@@ -185,12 +185,12 @@
 // Lists, walks and searches sorted on fields (not _score, no nested
 // filter, no aggregations) page through the collection's order for their
 // sort: its documents sorted once with their keys, on the sort's first
-// use, and kept (six a collection at most, lookup columns included). A page is the
-// documents after the position or the skip that match the query, in that
-// order; a query that reads no field (no where, an empty bool, match_all)
-// reads no document but the page's, so its pages cost the same however
-// large the collection. A query that reads fields reads them of every
-// document to count its total (exact on document lists, up to the
+// use, and kept (six a collection at most, lookup columns included). A
+// page is the documents after the position or the skip that match the
+// query, in that order; a query that reads no field (no where, an empty
+// bool, match_all) reads no document but the page's, so its pages cost the
+// same however large the collection. A query that reads fields reads them
+// of every document to count its total (exact on document lists, up to the
 // search's track_total_hits), and a query over all fields (query_string
 // without fields, multi_match on *), a _score sort and aggregations decode
 // every document: those scan. Details and lookups by _id read only their
