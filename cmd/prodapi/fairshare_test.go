@@ -155,9 +155,20 @@ func TestFloodLeavesOthersAlone(t *testing.T) {
 	}
 	// Each load is charged to Redis before it starts, all of its cost or
 	// none: the limit pays for floodLimit/missCost loads, and the
-	// requests' own cost of 1 only makes that fewer.
-	if most := floodLimit / missCost; loads > most {
-		t.Errorf("the flood made %d backend loads, more than its limit of %d/h pays for (%d)", loads, floodLimit, most)
+	// requests' own cost of 1 only makes that fewer. A charge Redis did
+	// not answer within the request's budget (a busy machine can make it
+	// late) leaves its replica counting alone for a while, as the README
+	// says: then each replica may spend the limit, and no more.
+	most, late := floodLimit/missCost, 0.0
+	for _, in := range fleet {
+		late += in.metric(t, "prodapi_rate_limit_alone_total")
+	}
+	if late > 0 {
+		most *= len(fleet)
+		t.Logf("%v charges went unanswered: the replicas counted alone for a while", late)
+	}
+	if loads > most {
+		t.Errorf("the flood made %d backend loads, more than its limit of %d/h pays for (%d; %v charges unanswered)", loads, floodLimit, most, late)
 	}
 	t.Logf("flood: %v, %d loads; calm: %d rounds without error", statuses, loads, 40)
 }

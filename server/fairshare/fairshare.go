@@ -112,6 +112,9 @@ type Limiter struct {
 	// failed.
 	alone       atomic.Bool
 	capRefusals metrics.CounterSeries
+	// aloneCharges counts the charges the fleet could not take
+	// (prodapi_rate_limit_alone_total).
+	aloneCharges metrics.CounterSeries
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -154,14 +157,17 @@ func New(opts Options) (*Limiter, error) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
-	var limited, caps *metrics.Counter // nil without Metrics: they count nothing
+	var limited, caps, alone *metrics.Counter // nil without Metrics: they count nothing
 	if opts.Metrics != nil {
 		limited = opts.Metrics.Counter("prodapi_rate_limited_total",
 			"Requests answered 429 at a rate limit, by client: the clients with a limit of their own (PRODAPI_RATE_LIMIT_CLIENTS) by name, every other client, and addresses refused before authentication, as other.",
 			"client")
 		caps = opts.Metrics.CapRefusals()
+		alone = opts.Metrics.Counter("prodapi_rate_limit_alone_total",
+			"Charges of the rate limits that the fleet's count in Redis could not take (Redis unreachable, slow past the request's budget, or its breaker open), which this replica counted alone.")
 	}
 	l.capRefusals = caps.Series(metrics.CapClientLoads)
+	l.aloneCharges = alone.Series()
 	series := func(label string) metrics.CounterSeries {
 		limited.Declare(label)
 		return limited.Series(label)
@@ -232,6 +238,14 @@ func (l *Limiter) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("fairshare: close: %w", ctx.Err())
+	}
+}
+
+// countAlone notes whether the fleet took the last charge.
+func (l *Limiter) countAlone(alone bool) {
+	l.alone.Store(alone)
+	if alone {
+		l.aloneCharges.Inc()
 	}
 }
 
@@ -460,7 +474,7 @@ func (l *Limiter) chargeLoad(ctx context.Context, s *Share) error {
 	}
 	if l.fleet != nil {
 		c, ok := l.fleet.Charge(ctx, s.fleetKey, s.policy.rate, cost, false)
-		l.alone.Store(!ok)
+		l.countAlone(!ok)
 		if ok {
 			now = l.now()
 			if c.Allowed == 0 {

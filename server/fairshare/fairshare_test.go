@@ -371,6 +371,10 @@ func TestFleetDown(t *testing.T) {
 	if admitted != 20 || !r.Alone() {
 		t.Errorf("fleet down: %d of 30 admitted, alone %v; want 20, true", admitted, r.Alone())
 	}
+	alone := r.metrics.Counter("prodapi_rate_limit_alone_total", "")
+	if n := alone.Value(); n != 1 {
+		t.Errorf("prodapi_rate_limit_alone_total %d after one flush the fleet did not take, want 1", n)
+	}
 	fleet.down.Store(false)
 	clock.Advance(time.Second)
 	fleet.m.SetTime(clock.Now())
@@ -378,8 +382,8 @@ func TestFleetDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.flush(context.Background())
-	if r.Alone() {
-		t.Error("still alone once the fleet answered")
+	if r.Alone() || alone.Value() != 1 {
+		t.Errorf("once the fleet answered: alone %v, prodapi_rate_limit_alone_total %d; want false, 1", r.Alone(), alone.Value())
 	}
 }
 

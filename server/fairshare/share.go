@@ -253,7 +253,7 @@ func (l *Limiter) settle(ctx context.Context, s *Share) {
 		return
 	}
 	c, ok := l.fleet.Charge(ctx, s.fleetKey, s.policy.rate, int(n), true)
-	l.alone.Store(!ok)
+	l.countAlone(!ok)
 	if !ok {
 		return
 	}
