@@ -189,6 +189,15 @@ func (s *Share) idle(now int64) bool {
 // flushers bounds the charges to the fleet a flush makes at once.
 const flushers = 16
 
+// Flush charges the fleet now what each client was served since the
+// last flush, and forgets the shares gone idle: what the limiter does
+// every Options.Flush on its own.
+func (l *Limiter) Flush(ctx context.Context) {
+	if l != nil {
+		l.flush(ctx)
+	}
+}
+
 // flush charges the fleet what each share served since the last flush,
 // and forgets the shares gone idle.
 func (l *Limiter) flush(ctx context.Context) {
