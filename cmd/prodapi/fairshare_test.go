@@ -42,7 +42,7 @@ func TestFairShareByDefault(t *testing.T) {
 	if status, h, _ := in.get(t, "/prodapi/v1/items", "Bearer forged"); status != 401 || h.Get("Ratelimit-Policy") != `"address";q=50;w=1` {
 		t.Errorf("a forged token: %d, RateLimit-Policy %q", status, h.Get("Ratelimit-Policy"))
 	}
-	_, _, body := in.get(t, "/metrics", "")
+	_, _, body := in.getOps(t, "/metrics")
 	for _, series := range []string{`prodapi_rate_limited_total{client="other"} 0`, `prodapi_cap_refusals_total{cap="client_loads"} 0`} {
 		if !strings.Contains(string(body), series) {
 			t.Errorf("/metrics lacks %s", series)
@@ -57,7 +57,7 @@ func TestReadyzSaysLimitsCountAlone(t *testing.T) {
 	in := start(t, append(slices.Clone(defaultLimits), "REDIS_URL", rs.URL())...)
 	auth := clientToken(t, "reader")
 	readyz := func() (checks, notes map[string]string) {
-		_, _, body := in.get(t, "/readyz", "")
+		_, _, body := in.getOps(t, "/readyz")
 		var r struct {
 			Checks map[string]string `json:"checks"`
 			Notes  map[string]string `json:"notes"`
