@@ -57,7 +57,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c *Claims) error 
 	if s.limits == nil {
 		return nil
 	}
-	now := s.requestTime(w)
+	info := infoOf(w)
+	now := s.timeOf(info)
 	var share *fairshare.Share
 	var err error
 	if c == nil {
@@ -66,10 +67,13 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, c *Claims) error 
 		share = s.shareOf(c, now)
 		err = s.limits.Admit(w.Header(), share, now)
 	}
-	if info := infoOf(w); info != nil && err == nil {
+	if err != nil {
+		return s.hold(w, r, err)
+	}
+	if info != nil {
 		info.share = share
 	}
-	return s.hold(w, r, err)
+	return nil
 }
 
 // shareOf is the share of c's client, kept with c: a remembered token's

@@ -272,10 +272,14 @@ func validID(id string) bool {
 // its representation's Age): when it reached the access log, one clock
 // reading for all of it, or the clock the options gave.
 func (s *Server) requestTime(w http.ResponseWriter) time.Time {
-	if !s.clocked {
-		if info := infoOf(w); info != nil && !info.start.IsZero() {
-			return info.start
-		}
+	return s.timeOf(infoOf(w))
+}
+
+// timeOf is the requestTime of the request whose info is info (nil: none
+// found).
+func (s *Server) timeOf(info *requestInfo) time.Time {
+	if !s.clocked && info != nil && !info.start.IsZero() {
+		return info.start
 	}
 	return s.now()
 }

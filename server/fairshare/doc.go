@@ -31,10 +31,12 @@
 // Events at once) whose count the replicas share in Redis (the Fleet:
 // cmd/prodapi's is the cache's Redis tier, through go-redis/redis_rate).
 // A hit must never wait on Redis for it, so each replica keeps its own
-// view of every bucket it serves (an x/time/rate Limiter) and decides
-// there; it charges what it served to the fleet's count in a batch every
-// Options.Flush (100ms), and takes the fleet's answer as its new view,
-// less what it served meanwhile. What the fleet could not take then
+// view of every bucket it serves and decides there: a GCRA view, one
+// int64 (the bucket's theoretical arrival time) that a request moves on
+// with one compare-and-swap, no lock and no floating point. It charges
+// what it served to the fleet's count in a batch every Options.Flush
+// (100ms), and takes the fleet's answer as its new view, less what it
+// served meanwhile. What the fleet could not take then
 // (another replica spent it first) is owed, charged again at the next
 // batch, and taken from this replica's view at once: so the fleet as a
 // whole keeps to the limit, and a client overshoots by one batch per

@@ -279,8 +279,9 @@ func (l *Limiter) CheckAddress(addr netip.Addr, now time.Time) error {
 	if s == nil {
 		return nil
 	}
-	if tokens := s.local.Load().TokensAt(now); tokens < 1 {
-		return l.refuse(s, tokens, 1, errAddressLimit)
+	t, tat := now.UnixNano(), s.view.tat.Load()
+	if s.policy.gcra.tokens(tat, t) < 1 {
+		return l.refuse(s, tat, t, 1, errAddressLimit)
 	}
 	return nil
 }
@@ -291,9 +292,9 @@ func (l *Limiter) Unauthenticated(h http.Header, addr netip.Addr, now time.Time)
 	if l == nil || l.address == nil || !addr.IsValid() {
 		return
 	}
-	if s := l.share(addressKey(addr), l.address, now); s != nil {
-		l.force(s, now, 1)
-		s.policy.header(h, s.local.Load().TokensAt(now))
+	t := now.UnixNano()
+	if s := l.share(addressKey(addr), l.address, t); s != nil {
+		s.policy.header(h, l.force(s, t, 1), t)
 	}
 }
 
@@ -308,7 +309,7 @@ func (l *Limiter) Client(client string, now time.Time) *Share {
 	if p == nil && l.maxLoads == 0 {
 		return nil
 	}
-	return l.share(clientKey(client), p, now)
+	return l.share(clientKey(client), p, now.UnixNano())
 }
 
 // Admit charges a request to s (a client's share: Client), or refuses it:
@@ -318,17 +319,18 @@ func (l *Limiter) Admit(h http.Header, s *Share, now time.Time) error {
 	if l == nil || s == nil {
 		return nil
 	}
-	s.touch(now)
+	t := now.UnixNano()
+	s.touch(t)
 	p := s.policy
 	if p == nil {
 		return nil
 	}
-	lim := s.local.Load()
-	if !lim.AllowN(now, 1) {
-		return l.refuse(s, lim.TokensAt(now), 1, errClientLimit)
+	tat, ok := s.view.take(p.gcra, t, 1)
+	if !ok {
+		return l.refuse(s, tat, t, 1, errClientLimit)
 	}
 	l.served(s, 1)
-	p.header(h, lim.TokensAt(now))
+	p.header(h, tat, t)
 	return nil
 }
 
@@ -339,7 +341,7 @@ func (l *Limiter) AdmitAddress(h http.Header, addr netip.Addr, now time.Time) (*
 	if l == nil || !addr.IsValid() || (l.client == nil && l.maxLoads == 0) {
 		return nil, nil
 	}
-	s := l.share(anonymousKey(addr), l.client, now)
+	s := l.share(anonymousKey(addr), l.client, now.UnixNano())
 	return s, l.Admit(h, s, now)
 }
 
@@ -349,21 +351,21 @@ func (l *Limiter) Charge(h http.Header, s *Share, now time.Time) {
 	if l == nil || s == nil || s.policy == nil {
 		return
 	}
-	s.touch(now)
-	l.force(s, now, 1)
-	s.policy.header(h, s.local.Load().TokensAt(now))
+	t := now.UnixNano()
+	s.touch(t)
+	s.policy.header(h, l.force(s, t, 1), t)
 }
 
-// refuse counts a refusal of s at its limit and returns the 429, noting
-// whether the client came back before the Retry-After of its last
-// refusal had passed.
-func (l *Limiter) refuse(s *Share, tokens float64, need int, cause error) error {
+// refuse counts a refusal at now of s, whose bucket is tat, at its
+// limit (need events) and returns the 429, noting whether the client came
+// back before the Retry-After of its last refusal had passed.
+func (l *Limiter) refuse(s *Share, tat, now int64, need int, cause error) error {
 	s.policy.limited.Inc()
-	wait := s.policy.wait(tokens, need)
-	now := l.now().UnixNano()
-	early := now < s.retryAt.Load()
-	s.retryAt.Store(now + retryAfter(wait)*int64(time.Second))
-	return &refusal{err: s.policy.refusal(tokens, wait, cause), share: s, early: early}
+	he := s.policy.refusal(tat, now, int64(need), cause)
+	wall := l.now().UnixNano()
+	early := wall < s.retryAt.Load()
+	s.retryAt.Store(wall + retryAfter(s.policy.gcra.wait(tat, now, int64(need)))*int64(time.Second))
+	return &refusal{err: he, share: s, early: early}
 }
 
 // A refusal is a request refused at a rate limit: the 429 it is answered
@@ -447,7 +449,7 @@ func (s *Share) AdmitLoad(ctx context.Context) (done func(), err error) {
 	l := s.limiter
 	if s.loads != nil && !s.loads.TryAcquire(1) {
 		l.capRefusals.Inc()
-		return nil, loadCapRefusal(s, l.now())
+		return nil, loadCapRefusal(s, l.now().UnixNano())
 	}
 	s.loading.Add(1)
 	done = s.release
@@ -466,30 +468,30 @@ func (s *Share) AdmitLoad(ctx context.Context) (done func(), err error) {
 // refuses it or tells the view what is left; without the fleet, to the
 // view alone.
 func (l *Limiter) chargeLoad(ctx context.Context, s *Share) error {
-	cost := l.missCost
-	now := l.now()
-	lim := s.local.Load()
-	if tokens := lim.TokensAt(now); tokens < float64(cost) {
-		return l.refuse(s, tokens, cost, errLoadLimit)
+	cost := int64(l.missCost)
+	g := s.policy.gcra
+	now := l.now().UnixNano()
+	if tat := s.view.tat.Load(); g.tokens(tat, now) < cost {
+		return l.refuse(s, tat, now, int(cost), errLoadLimit)
 	}
 	if l.fleet != nil {
-		c, ok := l.fleet.Charge(ctx, s.fleetKey, s.policy.rate, cost, false)
+		c, ok := l.fleet.Charge(ctx, s.fleetKey, s.policy.rate, int(cost), false)
 		l.countAlone(!ok)
 		if ok {
-			now = l.now()
+			now = l.now().UnixNano()
 			if c.Allowed == 0 {
 				// The fleet holds less than the cost: as much less as
 				// it takes to earn in RetryAfter.
-				held := float64(cost) - c.RetryAfter.Seconds()*float64(s.policy.perSec)
-				s.seed(now, int64(held)-s.pending.Load())
-				return l.refuse(s, held, cost, errLoadLimit)
+				held := cost - (int64(c.RetryAfter)+g.interval-1)/g.interval
+				s.seed(now, held-s.pending.Load())
+				return l.refuse(s, now+g.tau-held*g.interval, now, int(cost), errLoadLimit)
 			}
 			s.seed(now, int64(c.Remaining)-s.pending.Load())
 			return nil
 		}
 	}
-	if !lim.AllowN(now, cost) {
-		return l.refuse(s, lim.TokensAt(now), cost, errLoadLimit)
+	if tat, ok := s.view.take(g, now, cost); !ok {
+		return l.refuse(s, tat, now, int(cost), errLoadLimit)
 	}
 	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 )
@@ -32,7 +30,7 @@ const (
 type policy struct {
 	name    string
 	rate    Rate
-	perSec  rate.Limit // Events per second
+	gcra    gcra
 	limited metrics.CounterSeries
 	msg     string
 	// declared is RateLimit-Policy's value: "<name>";q=<events>;w=<seconds>.
@@ -55,7 +53,7 @@ type lastValue struct {
 const maxValues = 8192
 
 func newPolicy(name string, r Rate, limited metrics.CounterSeries, msg string) *policy {
-	p := &policy{name: name, rate: r, perSec: rate.Limit(float64(r.Events) / r.Per.Seconds()), limited: limited, msg: msg}
+	p := &policy{name: name, rate: r, gcra: newGCRA(r), limited: limited, msg: msg}
 	window := max(int64(math.Ceil(r.Per.Seconds())), 1)
 	p.declared = []string{strconv.Quote(name) + ";q=" + strconv.Itoa(r.Events) + ";w=" + strconv.FormatInt(window, 10)}
 	if n := 2 * (r.Events + 1); n <= maxValues {
@@ -64,20 +62,16 @@ func newPolicy(name string, r Rate, limited metrics.CounterSeries, msg string) *
 	return p
 }
 
-// state is what a bucket holding tokens says in RateLimit: r, the whole
-// events it holds, and t, the seconds until it is full.
-func (p *policy) state(tokens float64) (r, t int64) {
-	burst := float64(p.rate.Events)
-	tokens = min(tokens, burst)
-	r = int64(max(tokens, 0))
-	t = int64(math.Ceil((burst - tokens) / float64(p.perSec)))
-	return r, t
+// state is what the bucket of tat says in RateLimit at now: r, the
+// whole events it holds, and t, the seconds until it is full.
+func (p *policy) state(tat, now int64) (r, t int64) {
+	return max(p.gcra.tokens(tat, now), 0), p.gcra.full(tat, now)
 }
 
-// header says in h what a bucket holding tokens has left.
-func (p *policy) header(h http.Header, tokens float64) {
+// header says in h what the bucket of tat has left at now.
+func (p *policy) header(h http.Header, tat, now int64) {
 	h["Ratelimit-Policy"] = p.declared
-	h["Ratelimit"] = p.value(p.state(tokens))
+	h["Ratelimit"] = p.value(p.state(tat, now))
 }
 
 // value is RateLimit's value: "<name>";r=<r>;t=<t>.
@@ -108,17 +102,12 @@ func (p *policy) format(r, t int64) string {
 	return string(b)
 }
 
-// wait is how long until a bucket holding tokens holds need.
-func (p *policy) wait(tokens float64, need int) time.Duration {
-	return time.Duration((float64(need) - tokens) / float64(p.perSec) * float64(time.Second))
-}
-
-// refusal is the 429 of a request refused by a bucket holding tokens,
-// which holds what it needed after wait: Retry-After is that wait in
+// refusal is the 429 of a request refused by the bucket of tat at now,
+// which holds need events after a wait: Retry-After is that wait in
 // whole seconds, at least 1, and RateLimit's t the same.
-func (p *policy) refusal(tokens float64, wait time.Duration, cause error) *httperr.Error {
-	retry := retryAfter(wait)
-	r, _ := p.state(tokens)
+func (p *policy) refusal(tat, now, need int64, cause error) *httperr.Error {
+	retry := retryAfter(p.gcra.wait(tat, now, need))
+	r, _ := p.state(tat, now)
 	return &httperr.Error{Status: http.StatusTooManyRequests, Msg: p.msg, Err: cause, Header: http.Header{
 		"Retry-After":      {strconv.FormatInt(retry, 10)},
 		"Ratelimit-Policy": p.declared,
@@ -129,15 +118,15 @@ func (p *policy) refusal(tokens float64, wait time.Duration, cause error) *httpe
 // retryAfter is a wait in Retry-After's whole seconds: rounded up, at
 // least 1.
 func retryAfter(wait time.Duration) int64 {
-	return max(int64(math.Ceil(wait.Seconds())), 1)
+	return max(seconds(int64(wait)), 1)
 }
 
 // loadCapRefusal is the 429 of a request whose client has MaxLoads loads
 // in flight: a load ends soon, so one second, and what its bucket says.
-func loadCapRefusal(s *Share, now time.Time) *httperr.Error {
+func loadCapRefusal(s *Share, now int64) *httperr.Error {
 	h := http.Header{"Retry-After": {"1"}}
 	if p := s.policy; p != nil {
-		p.header(h, s.local.Load().TokensAt(now))
+		p.header(h, s.view.tat.Load(), now)
 	}
 	return &httperr.Error{Status: http.StatusTooManyRequests, Msg: msgLoads, Err: errLoadCap, Header: h}
 }

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
-	"golang.org/x/time/rate"
 )
 
 // A key names a share: a client by name, an anonymous client (with
@@ -86,9 +85,9 @@ type Share struct {
 	limiter  *Limiter
 	policy   *policy // nil: no rate limit, the cap on loads alone
 	fleetKey string
-	// local is this replica's view of the bucket: replaced, not changed,
-	// when the fleet says what it holds.
-	local   atomic.Pointer[rate.Limiter]
+	// view is this replica's view of the bucket: set anew when the fleet
+	// says what it holds.
+	view    view
 	pending atomic.Int64 // cost taken here since the last charge to the fleet
 	owed    atomic.Int64 // cost the fleet could not take at the last charge
 	used    atomic.Int64 // the last request's time, in Unix nanoseconds, to the second
@@ -103,11 +102,12 @@ type Share struct {
 // kept it asks the limiter for the client's share again.
 func (s *Share) Forgotten() bool { return s.gone.Load() }
 
-// touch notes a request at now, to the second: for forgetting idle
-// shares, a write seldom made on a line every request reads.
-func (s *Share) touch(now time.Time) {
-	if t := now.UnixNano(); t-s.used.Load() >= int64(time.Second) {
-		s.used.Store(t)
+// touch notes a request at now (Unix nanoseconds), to the second: for
+// forgetting idle shares, a write seldom made on a line every request
+// reads.
+func (s *Share) touch(now int64) {
+	if now-s.used.Load() >= int64(time.Second) {
+		s.used.Store(now)
 	}
 }
 
@@ -121,7 +121,7 @@ func (l *Limiter) lookup(k key) *Share {
 
 // share is the share of k under p, made when there is none; nil when k
 // is an address and maxAddresses are held.
-func (l *Limiter) share(k key, p *policy, now time.Time) *Share {
+func (l *Limiter) share(k key, p *policy, now int64) *Share {
 	s := l.lookup(k)
 	if s == nil {
 		l.mu.Lock()
@@ -130,10 +130,7 @@ func (l *Limiter) share(k key, p *policy, now time.Time) *Share {
 				l.mu.Unlock()
 				return nil
 			}
-			s = &Share{limiter: l, policy: p, fleetKey: k.fleetKey()}
-			if p != nil {
-				s.local.Store(rate.NewLimiter(p.perSec, p.rate.Events))
-			}
+			s = &Share{limiter: l, policy: p, fleetKey: k.fleetKey()} // its view full: tat 0
 			if l.maxLoads > 0 && k.kind != kindAddress {
 				s.loads = semaphore.NewWeighted(l.maxLoads)
 			}
@@ -152,10 +149,11 @@ func (l *Limiter) share(k key, p *policy, now time.Time) *Share {
 }
 
 // force takes n from s's bucket whether it holds them or not (a request
-// already refused, which still costs).
-func (l *Limiter) force(s *Share, now time.Time, n int) {
-	s.local.Load().ReserveN(now, n)
+// already refused, which still costs), and returns its tat after.
+func (l *Limiter) force(s *Share, now int64, n int) int64 {
+	tat := s.view.force(s.policy.gcra, now, int64(n))
 	l.served(s, n)
+	return tat
 }
 
 // served notes n taken from s's view, for the fleet's count.
@@ -174,34 +172,36 @@ func (s *Share) release() {
 }
 
 // seed makes s's view hold tokens at now (at most a full bucket, and at
-// least two buckets' debt).
-func (s *Share) seed(now time.Time, tokens int64) {
-	burst := int64(s.policy.rate.Events)
-	lim := rate.NewLimiter(s.policy.perSec, int(burst))
-	for take := burst - max(min(tokens, burst), -2*burst); take > 0; {
-		n := min(take, burst)
-		lim.ReserveN(now, int(n))
-		take -= n
-	}
-	s.local.Store(lim)
+// least maxDebt buckets' debt).
+func (s *Share) seed(now, tokens int64) {
+	s.view.set(s.policy.gcra, now, tokens)
 }
 
-// idle reports whether s may be forgotten: unused for idleAfter, nothing
-// to charge, no load in flight, its bucket full.
-func (s *Share) idle(now time.Time) bool {
-	if now.UnixNano()-s.used.Load() < int64(idleAfter+time.Second) || s.pending.Load() != 0 || s.owed.Load() != 0 || s.loading.Load() != 0 {
+// idle reports whether s may be forgotten at now: unused for idleAfter,
+// nothing to charge, no load in flight, its bucket full.
+func (s *Share) idle(now int64) bool {
+	if now-s.used.Load() < int64(idleAfter+time.Second) || s.pending.Load() != 0 || s.owed.Load() != 0 || s.loading.Load() != 0 {
 		return false
 	}
-	return s.policy == nil || s.local.Load().TokensAt(now) >= float64(s.policy.rate.Events)
+	return s.policy == nil || s.view.tat.Load() <= now
 }
 
 // flushers bounds the charges to the fleet a flush makes at once.
 const flushers = 16
 
+// Flush charges the fleet now what each client was served since the
+// last flush, and forgets the shares gone idle: what the limiter does
+// every Options.Flush on its own.
+func (l *Limiter) Flush(ctx context.Context) {
+	if l != nil {
+		l.flush(ctx)
+	}
+}
+
 // flush charges the fleet what each share served since the last flush,
 // and forgets the shares gone idle.
 func (l *Limiter) flush(ctx context.Context) {
-	now := l.now()
+	now := l.now().UnixNano()
 	var charge, idle []*Share
 	var idleKeys []key
 	l.mu.RLock()
@@ -259,5 +259,5 @@ func (l *Limiter) settle(ctx context.Context, s *Share) {
 	}
 	owe := min(n-int64(c.Allowed), int64(s.policy.rate.Events))
 	s.owed.Store(owe)
-	s.seed(l.now(), int64(c.Remaining)-owe-s.pending.Load())
+	s.seed(l.now().UnixNano(), int64(c.Remaining)-owe-s.pending.Load())
 }
