@@ -134,29 +134,17 @@ func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
 		default:
 			f.bulk(w, b)
 		}
+	case op != "" && f.indexes[name] == nil:
+		w.WriteHeader(404)
+		w.Write(estest.IndexNotFound(name))
 	case r.Method == "PUT" && op == "_settings":
-		ix, ok := f.indexes[name]
-		if !ok {
-			w.WriteHeader(404)
-			w.Write(estest.IndexNotFound(name))
-			return
-		}
+		ix := f.indexes[name]
 		ix.settings = append(ix.settings, b)
 		reply(200, `{"acknowledged":true}`)
 	case r.Method == "POST" && op == "_refresh":
-		if _, ok := f.indexes[name]; !ok {
-			w.WriteHeader(404)
-			w.Write(estest.IndexNotFound(name))
-			return
-		}
 		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
 	case r.Method == "GET" && op == "_count":
-		ix, ok := f.indexes[name]
-		if !ok {
-			w.WriteHeader(404)
-			w.Write(estest.IndexNotFound(name))
-			return
-		}
+		ix := f.indexes[name]
 		reply(200, fmt.Sprintf(`{"count":%d,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0}}`, len(ix.ids)-f.lose))
 	default:
 		reply(405, `{"error":"unexpected request"}`)

@@ -321,7 +321,9 @@ func (r pageReader) Get(context.Context, *sources.Resource, string) (*sources.Do
 	return nil, sources.ErrNotFound
 }
 
-func (r pageReader) Find(context.Context, *sources.Query) (*sources.Result, error) { return r.page, nil }
+func (r pageReader) Find(context.Context, *sources.Query) (*sources.Result, error) {
+	return r.page, nil
+}
 
 // walkAll walks the items of s by cursor, checks that it saw each of the
 // n items exactly once, and returns the time of each page.

@@ -108,13 +108,7 @@ func TestWalkKeyMissingReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := essrc.New(client, essrc.Options{Index: "walkmissing", Timeout: 30 * time.Second})
-	for _, sort := range []string{
-		`{"versioncreated":{"order":"desc"}}`,
-		`{"versioncreated":{"order":"asc"}}`,
-		`{"versioncreated":{"order":"desc","missing":"_first"}}`,
-		`{"assignment_id":{"order":"asc"}}`,
-		`{"assignment_id":{"order":"desc","missing":"_first"}}`,
-	} {
+	for _, sort := range missingKeySorts {
 		walkEach(t, nil, store, "items", sort, "7.10.2")
 	}
 }

@@ -316,19 +316,23 @@ func TestWalkRange(t *testing.T) {
 	}
 }
 
+// missingKeySorts are sorts on keys some items lack: a date and a
+// keyword, those without it last (the default) or first.
+var missingKeySorts = []string{
+	`{"versioncreated":{"order":"desc"}}`,
+	`{"versioncreated":{"order":"asc"}}`,
+	`{"versioncreated":{"order":"desc","missing":"_first"}}`,
+	`{"assignment_id":{"order":"asc"}}`,
+	`{"assignment_id":{"order":"desc","missing":"_first"}}`,
+}
+
 // A walk on a key some documents lack returns each document exactly
 // once, in the order of the list in one page, bounded by a range or not,
 // in pages of every size: those without the key come after (or before,
 // missing: _first) all the others, which a range on the key would leave
 // out.
 func TestWalkKeyMissing(t *testing.T) {
-	for _, sort := range []string{
-		`{"versioncreated":{"order":"desc"}}`,
-		`{"versioncreated":{"order":"asc"}}`,
-		`{"versioncreated":{"order":"desc","missing":"_first"}}`,
-		`{"assignment_id":{"order":"asc"}}`,
-		`{"assignment_id":{"order":"desc","missing":"_first"}}`,
-	} {
+	for _, sort := range missingKeySorts {
 		for _, v := range versions {
 			fake, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
 			walkEach(t, fake, store, "items", sort, string(v))
