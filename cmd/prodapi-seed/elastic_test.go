@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -661,5 +662,49 @@ func TestLoadSettings(t *testing.T) {
 	}
 	if _, _, err := loadSettings([]byte(`[]`)); err == nil {
 		t.Error("a body that is no object was taken")
+	}
+}
+
+// -parallel N keeps N bulk requests in flight at once, never more.
+func TestSeedElasticParallel(t *testing.T) {
+	t.Parallel()
+	const parallel = 3
+	f := newFakeES(t)
+	var (
+		mu       sync.Mutex
+		now, top int
+		fill     sync.Once
+	)
+	full := make(chan struct{}) // closed once parallel bulks are in flight
+	f.onBulk = func() {
+		mu.Lock()
+		now++
+		top = max(top, now)
+		if now == parallel {
+			fill.Do(func() { close(full) })
+		}
+		mu.Unlock()
+		// The first bulks wait for one another: they overlap, or the
+		// test fails rather than hangs.
+		select {
+		case <-full:
+		case <-time.After(time.Minute):
+			t.Error("no three bulk requests at once")
+			fill.Do(func() { close(full) })
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+	}
+	var log syncBuffer
+	args := []string{"-targets", "elastic", "-wait", "10s", "-scale", "100", "-batch-docs", "5", "-parallel", strconv.Itoa(parallel)}
+	if err := run(t.Context(), args, envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", "p"), &log); err != nil {
+		t.Fatalf("seed: %v\n%s", err, log.String())
+	}
+	if top != parallel {
+		t.Errorf("at most %d bulk requests at once, want %d", top, parallel)
+	}
+	if n := len(f.state()["p_archive"].ids); n != 100 {
+		t.Errorf("%d items indexed, want 100", n)
 	}
 }
