@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,11 +102,14 @@ func walkNewsroom(b *testing.B, n int) []string {
 // the last walk). go test runs a benchmark once before it runs it
 // -benchtime times, so 2x walks each newsroom three times, the first on
 // a cold node. Every page is a miss (PRODAPI_CACHE_TTL=1ns, no stale
-// window), checked by its Cache-Status. The log has each walk's rate,
-// median, slowest page and tenths, and the load average before and
-// after it.
+// window), checked by its Cache-Status. es-cpu-ms/page and
+// go-cpu-ms/page are the CPU time a page costs the node and this
+// process (prodapi and the client), which a busy machine changes less
+// than the times. The log has each walk's rate, median, slowest page,
+// CPU and tenths, and the load average before and after it.
 func BenchmarkWalkReal(b *testing.B) {
 	tok := benchToken(b)
+	esPID := servers.Elastic(b).PID
 	// A newsroom is served once per benchmark, however often its
 	// sub-benchmark runs.
 	served := map[int]*benchServer{}
@@ -130,17 +134,23 @@ func BenchmarkWalkReal(b *testing.B) {
 			s := serve(b, n)
 			b.ResetTimer()
 			var times []time.Duration
+			var esCPU, goCPU time.Duration
 			for range b.N {
+				es0, go0 := pidCPU(b, esPID), selfCPU(b)
 				started := time.Now()
 				times = walkAll(b, s, tok, n)
 				walks[n]++
 				elapsed := time.Since(started)
+				esCPU, goCPU = esCPU+pidCPU(b, esPID)-es0, goCPU+selfCPU(b)-go0
+				pages := float64(len(times))
 				b.Logf("walk %d: %d items in %d pages of %d in %s, %.0f docs/s; page median %.1f ms, slowest %.1f ms; "+
-					"mean ms/page by tenth of the walk %.1f",
+					"CPU per page: node %.1f ms, this process (prodapi and the client) %.1f ms; mean ms/page by tenth of the walk %.1f",
 					walks[n], n, len(times), walkBenchPage, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
-					ms(median(times)), ms(slices.Max(times)), tenthMeans(times))
+					ms(median(times)), ms(slices.Max(times)), ms(pidCPU(b, esPID)-es0)/pages, ms(selfCPU(b)-go0)/pages, tenthMeans(times))
 			}
 			b.StopTimer()
+			b.ReportMetric(ms(esCPU)/float64(len(times)*b.N), "es-cpu-ms/page")
+			b.ReportMetric(ms(goCPU)/float64(len(times)*b.N), "go-cpu-ms/page")
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "docs/s")
 			b.ReportMetric(float64(len(times)), "pages")
 			b.ReportMetric(ms(median(times)), "ms/page-median")
@@ -172,8 +182,9 @@ func BenchmarkWalkReal(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkWalkSplitReal -benchtime 2x -timeout 4h ./cmd/prodapi
 //
-// Metrics: ms per page of each part (the mean over the walk), and
-// docs/s over their sum.
+// Metrics: ms per page of each part (the mean over the walk), docs/s
+// over their sum, and the CPU a page costs the node and this process
+// (the log splits them by part).
 func BenchmarkWalkSplitReal(b *testing.B) {
 	for _, n := range walkBenchSizes(b) {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
@@ -184,10 +195,14 @@ func BenchmarkWalkSplitReal(b *testing.B) {
 			for i := range b.N {
 				b.Logf("load average before split walk %d of %d: %s", i+1, n, loadAverage())
 				split = w.walk(b, n)
+				pages := float64(len(split.backend))
 				b.Logf("split walk %d of %d items, ms per page: backend %.1f, enrich %.1f, render %.1f, gzip %.1f (of %.1f); "+
-					"backend page median %.1f, slowest %.1f; load average after: %s",
+					"backend page median %.1f, slowest %.1f; CPU ms per page: backend %.1f here and %.1f in the node, "+
+					"enrich %.1f here and %.1f in the node, render %.1f, gzip %.1f; load average after: %s",
 					i+1, n, split.mean(split.backend), split.mean(split.enrich), split.mean(split.render), split.mean(split.gzip),
-					split.mean(split.sum()), ms(median(split.backend)), ms(slices.Max(split.backend)), loadAverage())
+					split.mean(split.sum()), ms(median(split.backend)), ms(slices.Max(split.backend)),
+					ms(split.backendGo)/pages, ms(split.backendES)/pages, ms(split.enrichGo)/pages, ms(split.enrichES)/pages,
+					ms(split.renderGo)/pages, ms(split.gzipGo)/pages, loadAverage())
 			}
 			b.StopTimer()
 			b.ReportMetric(split.mean(split.backend), "ms/page-backend")
@@ -195,6 +210,9 @@ func BenchmarkWalkSplitReal(b *testing.B) {
 			b.ReportMetric(split.mean(split.render), "ms/page-render")
 			b.ReportMetric(split.mean(split.gzip), "ms/page-gzip")
 			b.ReportMetric(float64(n)/(split.mean(split.sum())*float64(len(split.backend))/1000), "docs/s")
+			pages := float64(len(split.backend))
+			b.ReportMetric(ms(split.backendES+split.enrichES)/pages, "es-cpu-ms/page")
+			b.ReportMetric(ms(split.backendGo+split.enrichGo+split.renderGo+split.gzipGo)/pages, "go-cpu-ms/page")
 		})
 	}
 }
@@ -202,6 +220,7 @@ func BenchmarkWalkSplitReal(b *testing.B) {
 // A splitWalker walks items through prodapi's parts, wired as run wires
 // them on the platform.
 type splitWalker struct {
+	esPID   int
 	store   sources.Split
 	enrich  *enrich.Enricher
 	cursors *query.Cursors
@@ -231,13 +250,17 @@ func newSplitWalker(b *testing.B, env []string) *splitWalker {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &splitWalker{store: store, cursors: cursors,
+	return &splitWalker{esPID: servers.Elastic(b).PID, store: store, cursors: cursors,
 		enrich: enrich.New(store, enrich.Options{MediaPrefix: "http://localhost:5500/prodapi/v1/assets", Timeout: timeout})}
 }
 
-// walkSplit holds each part's time, page by page.
+// walkSplit holds each part's time, page by page, and the CPU time each
+// took, summed over the walk: this process's (go) and, for the parts
+// that ask it, the node's (es).
 type walkSplit struct {
-	backend, enrich, render, gzip []time.Duration
+	backend, enrich, render, gzip            []time.Duration
+	backendGo, backendES, enrichGo, enrichES time.Duration
+	renderGo, gzipGo                         time.Duration
 }
 
 func (s walkSplit) sum() []time.Duration {
@@ -269,17 +292,17 @@ func (w *splitWalker) walk(b *testing.B, n int) walkSplit {
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0 := time.Now()
+		c0, e0, t0 := selfCPU(b), pidCPU(b, w.esPID), time.Now()
 		result, err := w.store.Find(ctx, q)
 		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+		c1, e1, t1 := selfCPU(b), pidCPU(b, w.esPID), time.Now()
 		links, missing, err := w.enrich.Enrich(ctx, items, result.Docs, false)
 		if err != nil || len(missing) > 0 {
 			b.Fatalf("enrich: %v, missing %v", err, missing)
 		}
-		t2 := time.Now()
+		c2, e2, t2 := selfCPU(b), pidCPU(b, w.esPID), time.Now()
 		rd := render.New(pageReader{result}, func(context.Context, *sources.Resource, []*sources.Doc, bool) ([]*sources.Doc, []string, error) {
 			return links, nil, nil
 		})
@@ -287,12 +310,15 @@ func (w *splitWalker) walk(b *testing.B, n int) walkSplit {
 		if err != nil {
 			b.Fatal(err)
 		}
-		t3 := time.Now()
+		c3, t3 := selfCPU(b), time.Now()
 		var zipped bytes.Buffer
 		zw.Reset(&zipped)
 		zw.Write(rep.Body)
 		zw.Close()
-		t4 := time.Now()
+		c4, t4 := selfCPU(b), time.Now()
+		split.backendGo, split.backendES = split.backendGo+c1-c0, split.backendES+e1-e0
+		split.enrichGo, split.enrichES = split.enrichGo+c2-c1, split.enrichES+e2-e1
+		split.renderGo, split.gzipGo = split.renderGo+c3-c2, split.gzipGo+c4-c3
 		split.backend = append(split.backend, t1.Sub(t0))
 		split.enrich = append(split.enrich, t2.Sub(t1))
 		split.render = append(split.render, t3.Sub(t2))
@@ -418,4 +444,32 @@ func loadAverage() string {
 	}
 	f := strings.Fields(string(raw))
 	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pidCPU is process pid's user and system CPU time so far, from
+// /proc/PID/stat (in clock ticks of 10 ms).
+func pidCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after it. utime and stime are fields 14 and 15.
+	_, rest, _ := bytes.Cut(raw, []byte(") "))
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
