@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,18 +66,26 @@ func walkNewsroom(b *testing.B, n int) []string {
 	env := []string{"MONGO_URI", strings.TrimSuffix(ferret.URI, "/") + "/" + index, "ELASTICSEARCH_URL", es.URL, "ELASTICSEARCH_INDEX", index}
 	bin := seedBinary(b)
 	return realserver.Shared(b, &servers, "walk-newsroom-"+index, func() ([]string, error) {
-		b.Logf("load average before seeding %d items: %s", n, loadAverage())
+		before := loadAverage()
 		start := time.Now()
 		out, err := runSeed(bin, "elastic", env, "-scale", strconv.Itoa(n), "-progress", "1m")
 		if err != nil {
 			return nil, fmt.Errorf("prodapi-seed -scale %d: %v\n%s", n, err, out)
 		}
+		// One line: a benchmark's log keeps its first ten.
+		var rates []string
 		for line := range strings.Lines(string(out)) {
-			if strings.Contains(line, `"elastic: index loaded"`) || strings.Contains(line, `"seeded"`) {
-				b.Log(strings.TrimSpace(line))
+			var l struct {
+				Msg, Index, Duration string
+				Documents            int
+				DocsPerS             int `json:"docs_per_s"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "elastic: index loaded" {
+				rates = append(rates, fmt.Sprintf("%s %d in %s (%d/s)", strings.TrimPrefix(l.Index, index+"_"), l.Documents, l.Duration, l.DocsPerS))
 			}
 		}
-		b.Logf("seeded %d items in %s; load average after: %s", n, time.Since(start).Round(time.Millisecond), loadAverage())
+		b.Logf("seeded %d items in %s (load average before %s, after %s): %s", n, time.Since(start).Round(time.Millisecond),
+			before, loadAverage(), strings.Join(rates, ", "))
 		return env, nil
 	})
 }
@@ -105,8 +114,9 @@ func walkNewsroom(b *testing.B, n int) []string {
 // window), checked by its Cache-Status. es-cpu-ms/page and
 // go-cpu-ms/page are the CPU time a page costs the node and this
 // process (prodapi and the client), which a busy machine changes less
-// than the times. The log has each walk's rate, median, slowest page,
-// CPU and tenths, and the load average before and after it.
+// than the times. The log has a line a walk (go test keeps a
+// benchmark's first ten): its rate, median and slowest page (and which
+// it was), CPU and tenths, and the load average before and after it.
 func BenchmarkWalkReal(b *testing.B) {
 	tok := benchToken(b)
 	esPID := servers.Elastic(b).PID
@@ -136,17 +146,20 @@ func BenchmarkWalkReal(b *testing.B) {
 			var times []time.Duration
 			var esCPU, goCPU time.Duration
 			for range b.N {
-				es0, go0 := pidCPU(b, esPID), selfCPU(b)
+				es0, go0, before := pidCPU(b, esPID), selfCPU(b), loadAverage()
 				started := time.Now()
 				times = walkAll(b, s, tok, n)
 				walks[n]++
 				elapsed := time.Since(started)
 				esCPU, goCPU = esCPU+pidCPU(b, esPID)-es0, goCPU+selfCPU(b)-go0
 				pages := float64(len(times))
-				b.Logf("walk %d: %d items in %d pages of %d in %s, %.0f docs/s; page median %.1f ms, slowest %.1f ms; "+
-					"CPU per page: node %.1f ms, this process (prodapi and the client) %.1f ms; mean ms/page by tenth of the walk %.1f",
+				slowest := slices.Index(times, slices.Max(times))
+				b.Logf("walk %d: %d items in %d pages of %d in %s, %.0f docs/s; page median %.1f ms, slowest %.1f ms (page %d); "+
+					"CPU per page: node %.1f ms, this process (prodapi and the client) %.1f ms; mean ms/page by tenth of the walk %.1f; "+
+					"load average before %s, after %s",
 					walks[n], n, len(times), walkBenchPage, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
-					ms(median(times)), ms(slices.Max(times)), ms(pidCPU(b, esPID)-es0)/pages, ms(selfCPU(b)-go0)/pages, tenthMeans(times))
+					ms(median(times)), ms(times[slowest]), slowest+1, ms(pidCPU(b, esPID)-es0)/pages, ms(selfCPU(b)-go0)/pages,
+					tenthMeans(times), before, loadAverage())
 			}
 			b.StopTimer()
 			b.ReportMetric(ms(esCPU)/float64(len(times)*b.N), "es-cpu-ms/page")
@@ -193,16 +206,17 @@ func BenchmarkWalkSplitReal(b *testing.B) {
 			b.ResetTimer()
 			var split walkSplit
 			for i := range b.N {
-				b.Logf("load average before split walk %d of %d: %s", i+1, n, loadAverage())
+				before := loadAverage()
 				split = w.walk(b, n)
 				pages := float64(len(split.backend))
+				slowest := slices.Index(split.backend, slices.Max(split.backend))
 				b.Logf("split walk %d of %d items, ms per page: backend %.1f, enrich %.1f, render %.1f, gzip %.1f (of %.1f); "+
-					"backend page median %.1f, slowest %.1f; CPU ms per page: backend %.1f here and %.1f in the node, "+
-					"enrich %.1f here and %.1f in the node, render %.1f, gzip %.1f; load average after: %s",
+					"backend page median %.1f, slowest %.1f (page %d); CPU ms per page: backend %.1f here and %.1f in the node, "+
+					"enrich %.1f here and %.1f in the node, render %.1f, gzip %.1f; load average before %s, after %s",
 					i+1, n, split.mean(split.backend), split.mean(split.enrich), split.mean(split.render), split.mean(split.gzip),
-					split.mean(split.sum()), ms(median(split.backend)), ms(slices.Max(split.backend)),
+					split.mean(split.sum()), ms(median(split.backend)), ms(split.backend[slowest]), slowest+1,
 					ms(split.backendGo)/pages, ms(split.backendES)/pages, ms(split.enrichGo)/pages, ms(split.enrichES)/pages,
-					ms(split.renderGo)/pages, ms(split.gzipGo)/pages, loadAverage())
+					ms(split.renderGo)/pages, ms(split.gzipGo)/pages, before, loadAverage())
 			}
 			b.StopTimer()
 			b.ReportMetric(split.mean(split.backend), "ms/page-backend")
@@ -355,7 +369,6 @@ func (r pageReader) Find(context.Context, *sources.Query) (*sources.Result, erro
 // n items exactly once, and returns the time of each page.
 func walkAll(b *testing.B, s *benchServer, tok string, n int) []time.Duration {
 	b.Helper()
-	b.Logf("load average before the walk of %d: %s", n, loadAverage())
 	seen := make(map[string]int, n)
 	var times []time.Duration
 	for next := fmt.Sprintf("/prodapi/v1/items?max_results=%d&cursor=", walkBenchPage); next != ""; {
@@ -390,7 +403,6 @@ func walkAll(b *testing.B, s *benchServer, tok string, n int) []time.Duration {
 		}
 		next = after
 	}
-	b.Logf("load average after the walk of %d: %s", n, loadAverage())
 	checkWalked(b, seen, n, len(times))
 	return times
 }
