@@ -31,9 +31,13 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/prodapi /out/prodapi-seed /
 USER nonroot:nonroot
-EXPOSE 5500
+# 5500: the API (PORT); 5502: the operator listener (PRODAPI_OPS_ADDR):
+# /healthz, /readyz and /metrics, without authentication, for the
+# platform's probes and Prometheus, never for the public.
+EXPOSE 5500 5502
 # /readyz answers 200 while this replica serves, whatever the backends
 # (PRODAPI_READY_REQUIRES_BACKENDS=true ties it to them); `prodapi
-# healthcheck` probes it on 127.0.0.1:$PORT.
+# healthcheck` probes it on the operator listener, where
+# PRODAPI_OPS_ADDR puts it (127.0.0.1:5502 by default).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["/prodapi", "healthcheck"]
 ENTRYPOINT ["/prodapi"]

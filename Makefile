@@ -10,7 +10,7 @@ HELM = $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 
 .PHONY: run test test-real chart-test monitoring-test lint integration stack seed bench seed-bench fuzz build docs-ui docs-test clients-test
 
-## run: serve the bundled sample newsroom on :5500 (no servers needed); prints a token and a curl line
+## run: serve the bundled sample newsroom on :5500, probes and /metrics on :5502 (no servers needed); prints a token and a curl line
 run:
 	PRODAPI_SANDBOX=$${PRODAPI_SANDBOX:-sample} \
 	AUTH_SERVER_SHARED_SECRET=$${AUTH_SERVER_SHARED_SECRET:-$(DEV_SECRET)} \
@@ -47,13 +47,16 @@ test-real:
 	grep -ho 'against redis-server [0-9.]*' $$log | sed 's/^against /  /' | sort -u; \
 	rm -f $$log; exit $$status
 
-## chart-test: render deploy/helm/prodapi (Helm's engine, then the helm CLI, every optional manifest on) and
-## validate every manifest against the Kubernetes, prometheus-operator and Gateway API types
+## chart-test: render deploy/helm/prodapi (Helm's engine: the defaults without Redis, replicas with and without
+## it, envFrom, the rollout, every refusal...; then the helm CLI, every optional manifest on) and validate every
+## manifest against the Kubernetes, prometheus-operator and Gateway API types
 chart-test:
 	cd deploy/helm/test && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@mkdir -p bin
 	$(HELM) template prodapi deploy/helm/prodapi --kube-version 1.30.0 --set publicURL=https://prodapi.example \
-	  --set auth.sharedSecret=chart-test --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
+	  --set auth.sharedSecret=chart-test --set mongo.uri=mongodb://mongo:27017/superdesk \
+	  --set elasticsearch.url=http://elasticsearch:9200 --set redis.existingSecret=prodapi-redis \
+	  --set serviceMonitor.enabled=true --set prometheusRule.enabled=true \
 	  --set grafanaDashboard.enabled=true --set admin.enabled=true --set admin.secret=chart-test-admin-secret-of-32-bytes \
 	  --set ingress.enabled=true --set 'ingress.hosts={prodapi.example}' --set httpRoute.enabled=true \
 	  --set 'httpRoute.parentRefs[0].name=public' --set networkPolicy.egress.enabled=true > bin/chart.yaml
@@ -67,27 +70,27 @@ monitoring-test:
 	  $(GO) tool promtool test rules prometheus/rules_test.yaml && \
 	  $(GO) test -count=1 ./...
 
-# The Redoc release of the API reference page: server/docsui/package-lock.json pins it.
+# The Swagger UI release of the API reference page: server/docsui/package-lock.json pins it.
 DOCS_UI = server/docsui
-# Redoc's sidebar shows Redocly's logo from Redocly's CDN, which an offline page cannot reach and
-# its Content-Security-Policy refuses: the copy's image has no source, so Redoc hides it.
-REDOC_LOGO = https://cdn.redoc.ly/redoc/logo-mini.svg
+# The stylesheet names its source map, which the copy does not carry: the comment goes, so that no
+# browser asks for it.
+DOCS_UI_CSS_MAP = /*\# sourceMappingURL=swagger-ui.css.map*/
 
-## docs-ui: fetch the pinned Redoc with npm ci and copy its standalone bundle, licences and version
-## into server/docsui/redoc (committed: building prodapi needs no npm); then run make docs-test
+## docs-ui: fetch the pinned Swagger UI with npm ci (no install scripts) and copy its bundle, stylesheet,
+## licences and version into server/docsui/swagger-ui (committed: building prodapi needs no npm); then
+## run make docs-test
 docs-ui:
 	@work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
 	cp $(DOCS_UI)/package.json $(DOCS_UI)/package-lock.json "$$work"/ && \
-	(cd "$$work" && npm ci --omit=peer --ignore-scripts --no-audit --no-fund) && \
-	pkg="$$work/node_modules/redoc" && \
-	n=$$(grep -o '"$(REDOC_LOGO)"' "$$pkg/bundles/redoc.standalone.js" | wc -l) && \
-	{ [ "$$n" -eq 1 ] || { echo "docs-ui: the bundle names $(REDOC_LOGO) $$n times, not once: check the patch"; exit 1; }; } && \
-	mkdir -p $(DOCS_UI)/redoc && \
-	sed 's|"$(REDOC_LOGO)"|""|' "$$pkg/bundles/redoc.standalone.js" > $(DOCS_UI)/redoc/redoc.standalone.js && \
-	cp "$$pkg/LICENSE" $(DOCS_UI)/redoc/LICENSE && \
-	cp "$$pkg/bundles/redoc.standalone.js.LICENSE.txt" $(DOCS_UI)/redoc/ && \
-	node -p 'require(process.argv[1]).version' "$$pkg/package.json" > $(DOCS_UI)/redoc/VERSION && \
-	echo "docs-ui: Redoc $$(cat $(DOCS_UI)/redoc/VERSION) in $(DOCS_UI)/redoc"
+	(cd "$$work" && npm ci --ignore-scripts --no-audit --no-fund) && \
+	pkg="$$work/node_modules/swagger-ui-dist" && \
+	n=$$(grep -cF '$(DOCS_UI_CSS_MAP)' "$$pkg/swagger-ui.css") && \
+	{ [ "$$n" -eq 1 ] || { echo "docs-ui: the stylesheet names its source map $$n times, not once: check the patch"; exit 1; }; } && \
+	rm -rf $(DOCS_UI)/swagger-ui && mkdir -p $(DOCS_UI)/swagger-ui && \
+	cp "$$pkg/swagger-ui-bundle.js" "$$pkg/swagger-ui-bundle.js.LICENSE.txt" "$$pkg/LICENSE" "$$pkg/NOTICE" $(DOCS_UI)/swagger-ui/ && \
+	grep -vF '$(DOCS_UI_CSS_MAP)' "$$pkg/swagger-ui.css" > $(DOCS_UI)/swagger-ui/swagger-ui.css && \
+	node -p 'require(process.argv[1]).version' "$$pkg/package.json" > $(DOCS_UI)/swagger-ui/VERSION && \
+	echo "docs-ui: Swagger UI $$(cat $(DOCS_UI)/swagger-ui/VERSION) in $(DOCS_UI)/swagger-ui"
 
 ## docs-test: the API reference page in Debian's headless Chromium (apt-get install chromium): it loads with
 ## no failed request and no Content-Security-Policy violation and renders every operation; screenshots in bin/

@@ -67,6 +67,11 @@ type Options struct {
 	// no second invalidation.
 	SearchLag time.Duration
 
+	// Gate, when set, admits each load a request starts (cmd/prodapi's:
+	// the fair-share limiter, which charges it to the request's client);
+	// nil admits every load.
+	Gate Gate
+
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
 	Now     func() time.Time // nil: time.Now
@@ -74,6 +79,32 @@ type Options struct {
 	// tier that answered) and per load (cache.flight). Nil: no spans,
 	// at no cost.
 	Tracer trace.TracerProvider
+}
+
+// A Gate admits the backend loads requests start. The cache asks it in
+// the flight of the request about to load, with that request's context
+// (the values the server put in it), after the tiers and the fleet had
+// nothing: never for the requests that wait for another's load, for a
+// hit or a stale answer, or for a background refresh. It is a type alias
+// of its method set, so that a consumer (the server) may declare the
+// same interface, and LoadGated, without importing the cache. AdmitLoad
+// admits the load, or refuses it with the error the request is answered
+// with (the requests that waited for it then start a flight of their
+// own); done is called once the load ended.
+type Gate = interface {
+	AdmitLoad(ctx context.Context) (done func(), err error)
+}
+
+// gateKey carries, in a loading request's context, the gate LoadGated was
+// given.
+type gateKey struct{}
+
+// withGate is ctx carrying gate for admit; ctx as it is without one.
+func withGate(ctx context.Context, gate Gate) context.Context {
+	if gate == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, gateKey{}, gate)
 }
 
 // Defaults of Options.
@@ -96,6 +127,7 @@ type Cache struct {
 	reads   singleflight.Group // Redis reads, in the requests' own goroutines
 	flights singleflight.Group // loads
 	load    Loader
+	gate    Gate // nil: every load admitted
 
 	ttl         func(resource string, detail bool) time.Duration
 	stale       time.Duration
@@ -124,6 +156,7 @@ var _ Loader = (*Cache)(nil) // a cache is a loader too: the server's
 func New(shared *redistier.Tier, load Loader, opts Options) *Cache {
 	c := &Cache{
 		load:        load,
+		gate:        opts.Gate,
 		ttl:         opts.TTL,
 		stale:       max(opts.Stale, 0),
 		notFoundTTL: opts.NotFoundTTL,
@@ -169,13 +202,21 @@ func defaultTTL(_ string, detail bool) time.Duration {
 // read them, never modify them. A load or a
 // background refresh may read q after Load returns: q must not change.
 func (c *Cache) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	return c.LoadGated(ctx, q, nil)
+}
+
+// LoadGated is Load for a request whose loads gate admits, rather than
+// Options.Gate (the server's: the share of the request's client, who
+// pays for the load the request may start). The gate is asked only if
+// the request loads; a hit never pays for carrying it.
+func (c *Cache) LoadGated(ctx context.Context, q *sources.Query, gate Gate) (*sources.Representation, error) {
 	if c.tracer == nil {
-		rep, _, err := c.lookup(ctx, q)
+		rep, _, err := c.lookup(ctx, q, gate)
 		return rep, err
 	}
 	ctx, span := c.tracer.Start(ctx, "cache.lookup")
 	defer span.End()
-	rep, tier, err := c.lookup(ctx, q)
+	rep, tier, err := c.lookup(ctx, q, gate)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "")
@@ -191,16 +232,17 @@ const (
 	attrOutcome = attribute.Key("prodapi.cache.outcome")
 )
 
-// lookup is Load, also reporting the tier that answered: the in-process
-// tier, then the Redis tier, then the key's flight, which loads.
-func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Representation, string, error) {
+// lookup is LoadGated, also reporting the tier that answered: the
+// in-process tier, then the Redis tier, then the key's flight, which
+// loads.
+func (c *Cache) lookup(ctx context.Context, q *sources.Query, gate Gate) (*sources.Representation, string, error) {
 	if q == nil || q.Resource == nil {
 		return nil, "", errors.New("cache: a query without a resource")
 	}
 	res := q.Resource.Name
 	fresh := c.ttl(res, q.IsDetail())
 	if fresh <= 0 {
-		rep, err := c.bypass(ctx, q)
+		rep, err := c.bypass(withGate(ctx, gate), q)
 		return rep, "none", err
 	}
 	// The in-process tier, asked with the key in a buffer on the stack:
@@ -209,11 +251,11 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 	kb := appendKey(buf[:0], q)
 	now := c.now()
 	r := c.local.getBytes(kb, now)
-	if r != nil && now.Before(r.localUntil) {
+	if r != nil && now.Before(r.localUntil) && serves(q, r.e) {
 		return c.localHit(res, r, now), tierLocal, nil
 	}
 	key := string(kb)
-	if r != nil {
+	if r != nil && q.Fresh == nil {
 		if refreshing, status := c.bg.staleState(key, now); refreshing && !r.e.isFresh(now) {
 			// A refresh is under way here: serve the stale copy without
 			// asking Redis again.
@@ -229,13 +271,22 @@ func (c *Cache) lookup(ctx context.Context, q *sources.Query) (*sources.Represen
 		ctx = c.redis.WithBudget(ctx)
 		pre = c.sharedRead(ctx, key)
 		now = c.now()
-		if e := pre.e; e != nil && e.isFresh(now) {
+		if e := pre.e; e != nil && e.isFresh(now) && serves(q, e) {
 			c.keepLocalUnless(key, e, now, pre.seq)
 			return c.represent(res, e, nil, now, answer{kind: kindHit, tier: tierRedis}), tierRedis, nil
 		}
 	}
 	// The key's flight, whose one request loads.
-	return c.flight(ctx, q, key, fresh, pre)
+	return c.flight(withGate(ctx, gate), q, key, fresh, pre)
+}
+
+// serves reports whether e may answer q: any entry that is current
+// answers a query without Freshness; one that names a position of the
+// change log takes none stored before its StoredAfter. (Current: this
+// replica has applied the invalidations up to the position, so what is
+// still in its tier, or current in Redis, is at least as new.)
+func serves(q *sources.Query, e *entry) bool {
+	return q.Fresh == nil || !e.storedAt.Before(q.Fresh.StoredAfter)
 }
 
 // Close cancels background refreshes and waits for them until ctx ends.

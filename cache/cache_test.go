@@ -244,6 +244,9 @@ func TestStaleIfError(t *testing.T) {
 		{"timeout", fmt.Errorf("elastic: %w", sources.ErrTimeout), "504"},
 		{"partial", fmt.Errorf("elastic: %w", sources.ErrPartial), "503"},
 		{"deadline", context.DeadlineExceeded, "504"},
+		// A cancelled load reads as its request would have been answered:
+		// 499, as everywhere (it read 503 here once).
+		{"canceled", fmt.Errorf("elastic: search items: %w", context.Canceled), "499"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

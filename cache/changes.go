@@ -18,6 +18,43 @@ var shapedBy = map[string][]string{"content_types": {"items"}}
 // and its lists (Changed), or everything of the resource for OpFlush.
 // Changes to one resource go out as one invalidation.
 func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
+	now := c.now()
+	for _, ch := range changes {
+		if !ch.At.IsZero() {
+			c.metrics.changeLag.Set(now.Sub(ch.At).Seconds())
+		}
+		c.metrics.changes.Inc(ch.Op)
+	}
+	sets, again := invalidationsOf(changes)
+	var errs []error
+	for _, tags := range sets {
+		errs = append(errs, c.invalidate(ctx, tags))
+	}
+	if len(again) > 0 {
+		c.invalidateLater(again)
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyLocal applies changes to this process alone: the in-process part
+// of Apply, with the same tags (the in-process tier's entries, the
+// generations remembered, the fence of the fills under way), and no
+// write to Redis, no message to the other replicas. It is what a replica
+// does with an entry of the fleet's change log that another replica
+// appended (and applied with Apply): once it returns, this replica
+// serves nothing it held from before the changes.
+func (c *Cache) ApplyLocal(_ context.Context, changes []sources.Change) {
+	sets, _ := invalidationsOf(changes)
+	for _, tags := range sets {
+		c.applyInvalidation(tags)
+	}
+}
+
+// invalidationsOf is what Apply invalidates for changes: one set of tags
+// per resource, in the order of the changes (Changed's tags, or
+// PurgeResource's for a flush), and the search lists' tags to invalidate
+// once more after Options.SearchLag.
+func invalidationsOf(changes []sources.Change) (sets [][]string, again []string) {
 	type work struct {
 		ids    []string
 		flush  bool
@@ -34,12 +71,7 @@ func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 		}
 		return w
 	}
-	now := c.now()
 	for _, ch := range changes {
-		if !ch.At.IsZero() {
-			c.metrics.changeLag.Set(now.Sub(ch.At).Seconds())
-		}
-		c.metrics.changes.Inc(ch.Op)
 		for _, r := range sources.ResourcesOf(ch.Collection) {
 			w := at(r.Name)
 			w.search = r.Search
@@ -53,25 +85,18 @@ func (c *Cache) Apply(ctx context.Context, changes []sources.Change) error {
 			at(name).flush = true
 		}
 	}
-	var errs []error
-	var again []string
 	for _, res := range order {
 		w := byRes[res]
 		if w.search {
 			again = append(again, tagList+res)
 		}
-		var err error
 		if w.flush {
-			err = c.PurgeResource(ctx, res)
+			sets = append(sets, resourceTags(res))
 		} else {
-			err = c.Changed(ctx, res, w.ids...)
+			sets = append(sets, changedTags(res, w.ids))
 		}
-		errs = append(errs, err)
 	}
-	if len(again) > 0 {
-		c.invalidateLater(again)
-	}
-	return errors.Join(errs...)
+	return sets, again
 }
 
 // invalidateLater invalidates tags once more after Options.SearchLag: a

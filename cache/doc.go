@@ -31,6 +31,31 @@
 // keeps a local hit's representation for a second. A hit builds its key
 // in a buffer on its stack and asks the in-process tier with it in place.
 //
+// # The change feed and the change log
+//
+// Two packages below this one import nothing of it, and are the cache's
+// all the same:
+//
+//	cache/feed       the change feeds: the database's, one watcher (or poller) for the fleet;
+//	                 a sandbox directory's, on every replica
+//	cache/changelog  the log of those changes, which every replica follows and /changes serves
+//
+// They import nothing of package cache because each declares the little
+// it uses, as Go's consumers do: the feed applies changes to an Applier,
+// which *Cache is, and keeps its lease and token in a Coordinator, which
+// the Redis tier is; the log appends to a Stream, the Redis tier again.
+// What makes them the cache's is what they are for and where they keep
+// their state. The feed exists to keep entries true: it applies every
+// change to the cache before it logs it, the cache tells the other
+// replicas, and the feed's mode (Mode) picks the entries' lifetimes: the
+// longer feed TTLs while a stream watches, the plain TTLs while a poll
+// runs, which sees deletions only once per reconcile. Both keep their state in the cache's
+// Redis tier (the lease, the resume token, the mode, the stream: keys of
+// cache/redistier's table), which cmd/prodapi builds once and hands to
+// the cache, the feed and the log. /changes (server/changes) reads the
+// log through an interface of its own. Neither package reaches the server, the enricher
+// or a driver, and the feed nothing of the cache (the dependency test).
+//
 // # Keys
 //
 // Key is the only function that builds a key:
@@ -114,12 +139,25 @@
 // others. A panic in a load is an error (logged with its stack), never a
 // crash. Background refreshes run the same way, and Close cancels them.
 //
+// The request that is about to load asks its gate first (the one
+// LoadGated was given: the server's is its client's share of the
+// fair-share limiter, which charges the load to the client and caps the
+// loads each client has in flight; else Options.Gate), with its own
+// context: after the tiers and the fleet had nothing, so that a
+// hit, a stale answer, a request answered by another's load or a
+// background refresh is never charged a load. A refused load fails its
+// request with the gate's error (a 429), and the requests that waited
+// for it join the key's flight again, one of them asking the gate for
+// its own load. Loads of resources whose TTL is 0 ask it too.
+//
 // An entry past its freshness but within the stale window is served at
 // once, and one background refresh per key and process starts
 // (stale-while-revalidate). When a load or refresh fails (unavailable,
 // timeout, partial results, a panic; not a refused query), the last good
 // entry within the window is served (stale-if-error) with fwd=stale and
-// the failure's status; no refresh of that key starts for a second after
+// the failure's status: the one the server answers it with
+// (sources.Classify), 503 unavailable or partial, 504 timed out, 499 a
+// cancelled load, 500 anything else; no refresh of that key starts for a second after
 // a failure, and its stale responses say fwd=stale for 30s. An error never
 // replaces an entry. Only 200 and 404 responses are stored; incomplete
 // ones, partial results and every other status are served once and never
@@ -208,6 +246,28 @@
 // a write about a second after MongoDB reports it, and a list loaded in
 // between would keep the old version until its TTL.
 //
+// # Reads at least as new as the change log
+//
+// A query with Freshness (sources.Query.Fresh: a request naming a
+// position of the change log, which the server has waited for this
+// replica to apply, and so every invalidation up to it) is answered as
+// any other but from nothing older than the position: a fresh entry
+// that is current (in process, or in Redis with its generations), never
+// a stale one (neither while a refresh runs nor as the fallback of a
+// failed load: the failure answers), never one stored before
+// Freshness.StoredAfter (a search list loaded before the index showed
+// the change), and never another request's load begun before its own:
+// it joins only the flights of queries with Freshness that came after
+// the same in-process invalidations, and takes no fleet lease (one held
+// by a load begun before the position would be waited for in vain).
+// Freshness is not part of the key: such a load is stored for everyone.
+//
+// LoadMany answers several details at once in the same terms (the
+// documents of a page of /changes, include=doc): the hits from the
+// tiers, the misses loaded together through the Loader's LoadMany when
+// it is a BatchLoader (the renderer: one lookup by ids per resource),
+// each stored under its own key, fenced as a load is.
+//
 // # One load per fleet
 //
 // Replicas sharing Redis that miss the same key send one backend load
@@ -252,8 +312,8 @@
 // registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
-//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease
+//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate, waiters
+//	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_corrupt_values_total
 //	prodapi_cache_writes_dropped_total{reason}       (tier) queue_full, breaker_open, closed

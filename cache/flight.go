@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/prodapi/prodapi/sources"
 )
@@ -48,12 +49,49 @@ type fill struct {
 }
 
 // flight joins the flight of key, where one request at a time fills the
-// key (fill), and answers from what it produced.
+// key (fill), and answers from what it produced. When the gate refused
+// the load of the request that ran the flight, the others join a flight
+// again: one of them runs it, and asks the gate for its own load.
+//
+// A query with Freshness (min_position) joins only the flights of others
+// that came after the same in-process invalidations: a load begun before
+// one of them may hold what it invalidated, and is never its answer.
 func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead) (*sources.Representation, string, error) {
 	res := q.Resource.Name
-	leader := false // set inside the flight only when this request runs it
-	ch := c.flights.DoChan(key, func() (v any, err error) {
-		leader = true
+	for {
+		leader := false // set inside the flight only when this request runs it
+		select {
+		case r := <-c.lead(ctx, q, key, fresh, pre, &leader):
+			if rf, ok := errors.AsType[*refusal](r.Err); ok {
+				if !leader {
+					continue
+				}
+				return nil, "", rf.err
+			}
+			if r.Err != nil {
+				c.metrics.requests.Inc(res, OutcomeError)
+				return nil, "", r.Err
+			}
+			f := r.Val.(*fill)
+			collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
+			return c.fromFill(res, f, collapsed), f.tier, nil
+		case <-ctx.Done():
+			c.metrics.requests.Inc(res, OutcomeError)
+			return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// lead joins the flight of key, or starts it: then this request runs it
+// (leader is set) and fills the key.
+func (c *Cache) lead(ctx context.Context, q *sources.Query, key string, fresh time.Duration, pre *redisRead, leader *bool) <-chan singleflight.Result {
+	res := q.Resource.Name
+	flightKey := key
+	if q.Fresh != nil {
+		flightKey = key + "\x00" + strconv.FormatUint(c.inval.seqNow(), 10)
+	}
+	return c.flights.DoChan(flightKey, func() (v any, err error) {
+		*leader = true
 		defer func() {
 			if p := recover(); p != nil {
 				c.log.Error("cache: panic in a fill", "resource", res, "panic", p, "stack", string(debug.Stack()))
@@ -70,31 +108,44 @@ func (c *Cache) flight(ctx context.Context, q *sources.Query, key string, fresh 
 		}
 		return c.fill(fctx, key, q, fresh, pre)
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			c.metrics.requests.Inc(res, OutcomeError)
-			return nil, "", r.Err
-		}
-		f := r.Val.(*fill)
-		collapsed := f.fleet || (!leader && (f.kind == kindLoaded || f.kind == kindPass))
-		a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
-		if f.kind == kindPass {
-			rep := *f.pass
-			a.missing = rep.Missing
-			rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
-			if collapsed {
-				rep.Outcome = OutcomeCollapsed
-			}
-			c.metrics.requests.Inc(res, rep.Outcome)
-			c.countIncomplete(res, &rep)
-			return &rep, f.tier, nil
-		}
-		return c.represent(res, f.e, f.raw, c.now(), a), f.tier, nil
-	case <-ctx.Done():
-		c.metrics.requests.Inc(res, OutcomeError)
-		return nil, "", fmt.Errorf("cache: waiting for a load: %w", context.Cause(ctx))
+}
+
+// A refusal is the gate's refusal of a flight's load: the request that
+// ran the flight is answered with err, and the others join a flight
+// again.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return "cache: load refused: " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// admit asks the request's gate (LoadGated's, else Options.Gate) whether
+// the request of ctx may start a load.
+func (c *Cache) admit(ctx context.Context) (done func(), err error) {
+	if g, ok := ctx.Value(gateKey{}).(Gate); ok {
+		return g.AdmitLoad(ctx)
 	}
+	if c.gate == nil {
+		return func() {}, nil
+	}
+	return c.gate.AdmitLoad(ctx)
+}
+
+// fromFill is the Representation of what a fill produced, for one
+// request (collapsed: answered by another request's load).
+func (c *Cache) fromFill(res string, f *fill, collapsed bool) *sources.Representation {
+	a := answer{kind: f.kind, tier: f.tier, status: f.status, collapsed: collapsed}
+	if f.kind == kindPass {
+		rep := *f.pass
+		a.missing = rep.Missing
+		rep.CacheStatus, rep.Outcome = cacheStatus(a, 0), OutcomeMiss
+		if collapsed {
+			rep.Outcome = OutcomeCollapsed
+		}
+		c.metrics.requests.Inc(res, rep.Outcome)
+		c.countIncomplete(res, &rep)
+		return &rep
+	}
+	return c.represent(res, f.e, f.raw, c.now(), a)
 }
 
 // fill runs inside the flight of key: it looks in the in-process tier
@@ -105,7 +156,7 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	defer cancel()
 	now := c.now()
 	r := c.local.get(key, now)
-	if r != nil && now.Before(r.localUntil) {
+	if r != nil && now.Before(r.localUntil) && serves(q, r.e) {
 		return &fill{tier: tierLocal, kind: kindHit, e: r.e}, nil
 	}
 	rr := pre
@@ -119,12 +170,13 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 		e, tier = r.e, tierLocal
 	}
 	now = c.now()
-	if e != nil {
+	strict := q.Fresh != nil // min_position: no stale entry, not even as a fallback
+	if e != nil && serves(q, e) {
 		switch {
 		case e.isFresh(now):
 			c.keepLocalUnless(key, e, now, seq)
 			return &fill{tier: tier, kind: kindHit, e: e}, nil
-		case e.isUsable(now):
+		case e.isUsable(now) && !strict:
 			c.keepLocalUnless(key, e, now, seq)
 			// The failure a response reports is one from before it.
 			_, status := c.bg.staleState(key, now)
@@ -136,18 +188,30 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 	// load fails.
 	var fallback *entry
 	fallbackTier := tierLocal
-	if r != nil && r.e.isUsable(now) {
+	if r != nil && r.e.isUsable(now) && !strict {
 		fallback = r.e
 	}
-	if obsolete != nil && obsolete.isUsable(now) {
+	if obsolete != nil && obsolete.isUsable(now) && !strict {
 		fallback, fallbackTier = obsolete, tierRedis
 	}
-	other, lease := c.fleet(ctx, key)
+	var other *entry
+	var lease string
+	if !strict {
+		// One load per fleet. Not for Freshness: the lease may be held by
+		// a load begun before the request's position, whose value its
+		// fence keeps out of Redis: the wait would be for nothing.
+		other, lease = c.fleet(ctx, key)
+	}
 	if other != nil {
 		c.local.put(key, other, c.now())
 		return &fill{tier: tierRedis, kind: kindLoaded, e: other, status: other.status, fleet: true}, nil
 	}
 	defer c.releaseLease(key, lease)
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, &refusal{err: err}
+	}
+	defer done()
 	fence := c.beginFill(ctx, q)
 	rep, err := c.callLoader(ctx, q)
 	switch {
@@ -254,6 +318,11 @@ func (c *Cache) detach(ctx context.Context) (context.Context, context.CancelFunc
 
 // bypass loads without the cache, for a resource whose TTL is zero.
 func (c *Cache) bypass(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	done, err := c.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rep, err := c.callLoader(ctx, q)
 	if err != nil {
 		c.metrics.requests.Inc(q.Resource.Name, OutcomeError)
@@ -280,16 +349,11 @@ func staleable(err error) bool {
 }
 
 // fwdStatus is the status a failed load stands for, as Cache-Status
-// fwd-status reports it.
+// fwd-status reports it: the status the server answers the failure with
+// (sources.Classify), so a cancelled load reads 499, as its request did.
 func fwdStatus(err error) int {
-	switch {
-	case errors.Is(err, sources.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return 504
-	case errors.Is(err, sources.ErrUnavailable), errors.Is(err, sources.ErrPartial), errors.Is(err, context.Canceled):
-		return 503
-	default:
-		return 500
-	}
+	_, status := sources.Classify(err)
+	return status
 }
 
 // represent builds the Representation of e for one request answered as

@@ -261,12 +261,17 @@ func (l *invalLog) since(seq uint64, tags []string) bool {
 // membership or order the write may have changed. Details of other
 // documents stay. This is what a change feed calls.
 func (c *Cache) Changed(ctx context.Context, resource string, ids ...string) error {
+	return c.invalidate(ctx, changedTags(resource, ids))
+}
+
+// changedTags are the tags Changed invalidates.
+func changedTags(resource string, ids []string) []string {
 	tags := make([]string, 0, len(ids)+1)
 	tags = append(tags, tagList+resource)
 	for _, id := range ids {
 		tags = append(tags, tagDoc+resource+"/"+id)
 	}
-	return c.invalidate(ctx, tags)
+	return tags
 }
 
 // PurgeDocs obsoletes every entry that includes one of the documents.
@@ -280,8 +285,11 @@ func (c *Cache) PurgeDocs(ctx context.Context, resource string, ids ...string) e
 
 // PurgeResource obsoletes every entry of a resource, details and lists.
 func (c *Cache) PurgeResource(ctx context.Context, resource string) error {
-	return c.invalidate(ctx, []string{tagResource + resource})
+	return c.invalidate(ctx, resourceTags(resource))
 }
+
+// resourceTags are the tags PurgeResource invalidates.
+func resourceTags(resource string) []string { return []string{tagResource + resource} }
 
 // PurgeAll obsoletes every entry (asset redirects, which are not built
 // from documents, excepted).

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // A Secret is a setting that must never be printed: String and LogValue
@@ -59,6 +61,11 @@ type Config struct {
 	AuthEnabled bool          // PRODAPI_AUTH_ENABLED
 	AuthLeeway  time.Duration // AUTH_LEEWAY
 	Audience    string        // PRODAPI_AUDIENCE
+	// TokenURL is the token endpoint of Superdesk's auth server
+	// (PRODAPI_TOKEN_URL): set, the reference page offers OAuth 2 client
+	// credentials against it.
+	TokenURL string
+	Issuer   string // PRODAPI_ISSUER: the iss every token must carry; empty: any
 	// CursorSecret seals list cursors (PRODAPI_CURSOR_SECRET); empty:
 	// AUTH_SERVER_SHARED_SECRET's (see CursorKey).
 	CursorSecret Secret
@@ -69,11 +76,14 @@ type Config struct {
 	// hundred, 0 none. Every other request is always logged.
 	AccessLogHits float64
 	// TrustedProxyHeader names the header the proxy in front writes the
-	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER); the access log
-	// names the client by its right-most address. Empty: by the TCP
-	// peer, and no header is believed.
+	// client's address in (PRODAPI_TRUSTED_PROXY_HEADER). Empty: the
+	// client is the TCP peer, and no header is believed.
 	TrustedProxyHeader string
-	Testing            bool // SUPERDESK_TESTING: accepted for compatibility; no effect
+	// TrustedProxies are the ranges of the proxies whose header is
+	// believed (PRODAPI_TRUSTED_PROXIES), as nginx's set_real_ip_from;
+	// empty, with a header, any peer's is (a warning at start).
+	TrustedProxies []netip.Prefix
+	Testing        bool // SUPERDESK_TESTING: accepted for compatibility; no effect
 
 	Sandbox        string        // PRODAPI_SANDBOX: "sample" or a directory; empty means the platform
 	SandboxLatency time.Duration // PRODAPI_SANDBOX_LATENCY
@@ -88,10 +98,13 @@ type Config struct {
 
 	Cache Cache
 
-	// AdminAddr is the operator listener's address (POST /purge); empty:
+	// AdminAddr is the admin listener's address (POST /purge); empty:
 	// none. AdminSecret is the bearer secret it requires.
 	AdminAddr   string // PRODAPI_ADMIN_ADDR
 	AdminSecret Secret // PRODAPI_ADMIN_SECRET
+	// OpsAddr is the operator listener's address (PRODAPI_OPS_ADDR): the
+	// probes and /metrics, without authentication, apart from the API.
+	OpsAddr string
 
 	ShutdownGrace     time.Duration // PRODAPI_SHUTDOWN_GRACE
 	ShutdownDelay     time.Duration // PRODAPI_SHUTDOWN_DELAY: unready, still serving, before the drain
@@ -100,7 +113,8 @@ type Config struct {
 	WriteTimeout      time.Duration // PRODAPI_WRITE_TIMEOUT
 	IdleTimeout       time.Duration // PRODAPI_IDLE_TIMEOUT
 	// MaxConns caps the client connections held open; at the cap a new
-	// connection closes the longest idle one (PRODAPI_MAX_CONNS).
+	// connection closes the longest idle one, else answers the oldest
+	// /changes long poll early (PRODAPI_MAX_CONNS).
 	MaxConns int
 	// ReadyRequiresBackends makes /readyz answer 503 while no backend can
 	// answer (PRODAPI_READY_REQUIRES_BACKENDS); by default readiness is
@@ -112,6 +126,17 @@ type Config struct {
 	// (PRODAPI_CHANGES_WRITE_TIMEOUT).
 	ChangesMaxStreams   int
 	ChangesWriteTimeout time.Duration
+	// ChangesMaxPolls caps the /changes long polls waiting at once on a
+	// replica (PRODAPI_CHANGES_MAX_POLLS), beside its streams'.
+	ChangesMaxPolls int
+	// ChangesMaxStreamAge is the longest a /changes event stream lives
+	// (PRODAPI_CHANGES_MAX_STREAM_AGE): then it ends, and the client
+	// reconnects with its token checked anew.
+	ChangesMaxStreamAge time.Duration
+	// ClientMaxWaits caps the event streams, long polls and min_position
+	// waits one client holds at once, across the fleet when it shares
+	// Redis (PRODAPI_CLIENT_MAX_WAITS); 0: no cap.
+	ClientMaxWaits int
 	// ChangesRetain is how long the change log keeps its entries
 	// (PRODAPI_CHANGES_RETAIN): a client may resume that long after it
 	// stopped reading.
@@ -120,6 +145,16 @@ type Config struct {
 	// _updated where the database has no change streams
 	// (PRODAPI_FEED_POLL).
 	FeedPoll time.Duration
+	// FeedReconcile is how often, while it polls, the feed's holder walks
+	// each collection's ids to find what was deleted
+	// (PRODAPI_FEED_RECONCILE).
+	FeedReconcile time.Duration
+	// MinPositionWait is the longest a list or detail request with
+	// min_position waits for this replica to apply the change log up to
+	// it, before a 503 (PRODAPI_MIN_POSITION_WAIT).
+	MinPositionWait time.Duration
+
+	Limits Limits // the fair share: rate limits and the cap on loads (limits.go)
 
 	Tracing Tracing
 
@@ -127,6 +162,11 @@ type Config struct {
 	// stop the start (a variable that looks like a misspelt setting), one
 	// sentence each, for the start-up log.
 	Warnings []string
+
+	// invalid are the variables whose values LoadFrom refused, by name:
+	// their rows in `prodapi config` show the value set and why it was
+	// refused (Setting.Shown), not the default the field fell back on.
+	invalid map[string]*invalidValue
 
 	// urlDefault and mediaDefault are true when URL and MediaPrefix are
 	// derived from the port, not set: Listening moves them.
@@ -292,7 +332,20 @@ const (
 	defaultChangesWriteTimeout = 10 * time.Second
 	defaultChangesRetain       = 24 * time.Hour
 	defaultFeedPoll            = time.Second
+	defaultFeedReconcile       = 10 * time.Minute
+	defaultMinPositionWait     = 2 * time.Second
+
+	// Long polls hold connections as streams do: another quarter.
+	defaultChangesMaxPolls     = 1000
+	defaultChangesMaxStreamAge = time.Hour
+	// Far more than one consumer's streams and long polls, far fewer
+	// than a replica's 1000 of each.
+	defaultClientMaxWaits = 50
 )
+
+// DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
+// address: where `prodapi healthcheck` probes unless told otherwise.
+const DefaultOpsAddr = ":5502"
 
 // MinSecretLength is the length under which a shared secret draws a
 // warning at start: HS256 wants at least 32 bytes of key.
@@ -305,6 +358,11 @@ var prefixPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*$`)
 
 // headerNamePattern is an HTTP field name (RFC 9110 token).
 var headerNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+// hostPattern is a URL's host and optional port as the reference page's
+// Content-Security-Policy can name it (PRODAPI_TOKEN_URL's): a DNS name,
+// an IPv4 address or a bracketed IPv6 address.
+var hostPattern = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$`)
 
 // Load reads the configuration through getenv and validates it, returning
 // every problem at once. It does not look for unknown variables: LoadFrom
@@ -331,9 +389,12 @@ func LoadFrom(e Env) (Config, error) {
 		AuthEnabled:        p.bool("PRODAPI_AUTH_ENABLED", true),
 		AuthLeeway:         p.duration("AUTH_LEEWAY", 0),
 		Audience:           getenv("PRODAPI_AUDIENCE"),
+		TokenURL:           getenv("PRODAPI_TOKEN_URL"),
+		Issuer:             getenv("PRODAPI_ISSUER"),
 		Debug:              p.bool("DEBUG", false),
 		AccessLogHits:      p.fraction("PRODAPI_ACCESS_LOG_HITS", 1),
 		TrustedProxyHeader: getenv("PRODAPI_TRUSTED_PROXY_HEADER"),
+		TrustedProxies:     p.prefixes("PRODAPI_TRUSTED_PROXIES"),
 		Testing:            p.bool("SUPERDESK_TESTING", false),
 
 		Sandbox:        getenv("PRODAPI_SANDBOX"),
@@ -358,6 +419,7 @@ func LoadFrom(e Env) (Config, error) {
 
 		AdminAddr:   getenv("PRODAPI_ADMIN_ADDR"),
 		AdminSecret: Secret(getenv("PRODAPI_ADMIN_SECRET")),
+		OpsAddr:     cmp.Or(getenv("PRODAPI_OPS_ADDR"), DefaultOpsAddr),
 
 		ShutdownGrace:     p.duration("PRODAPI_SHUTDOWN_GRACE", defaultShutdownGrace),
 		ShutdownDelay:     p.duration("PRODAPI_SHUTDOWN_DELAY", 0),
@@ -370,23 +432,30 @@ func LoadFrom(e Env) (Config, error) {
 		ReadyRequiresBackends: p.bool("PRODAPI_READY_REQUIRES_BACKENDS", false),
 		ChangesMaxStreams:     int(min(max(p.int("PRODAPI_CHANGES_MAX_STREAMS", defaultChangesMaxStreams), 0), 1<<30)),
 		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
+		ChangesMaxPolls:       int(min(max(p.int("PRODAPI_CHANGES_MAX_POLLS", defaultChangesMaxPolls), 0), 1<<30)),
+		ChangesMaxStreamAge:   p.duration("PRODAPI_CHANGES_MAX_STREAM_AGE", defaultChangesMaxStreamAge),
+		ClientMaxWaits:        int(min(max(p.int("PRODAPI_CLIENT_MAX_WAITS", defaultClientMaxWaits), -1), 1<<30)),
 		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
 		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
+		FeedReconcile:         p.duration("PRODAPI_FEED_RECONCILE", defaultFeedReconcile),
+		MinPositionWait:       p.duration("PRODAPI_MIN_POSITION_WAIT", defaultMinPositionWait),
 	}
 	c.urlDefault, c.mediaDefault = getenv("PRODAPI_URL") == "", getenv("MEDIA_PREFIX") == ""
 	c.URL = strings.TrimRight(cmp.Or(getenv("PRODAPI_URL"), "http://localhost:"+c.Port), "/")
 	c.MediaPrefix = strings.TrimRight(cmp.Or(getenv("MEDIA_PREFIX"), c.defaultMediaPrefix()), "/")
 	c.Cache = p.cache(resources, c.AdminAddr != "" || (c.Sandbox != "" && c.Sandbox != "sample"))
 	c.Tracing = p.tracing()
+	c.Limits = p.limits()
 
-	if n, err := strconv.Atoi(c.Port); err != nil || n < 0 || n > 65535 {
-		p.errorf("PORT %q is not a port number", c.Port)
+	if !validPort(c.Port) {
+		p.invalid("PORT", "is not a port number")
 	}
+	p.listenAddr("PRODAPI_OPS_ADDR", c.OpsAddr)
 	if c.TrustedProxyHeader != "" && !headerNamePattern.MatchString(c.TrustedProxyHeader) {
-		p.errorf("PRODAPI_TRUSTED_PROXY_HEADER %q is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)", c.TrustedProxyHeader)
+		p.invalid("PRODAPI_TRUSTED_PROXY_HEADER", "is not a header name (X-Forwarded-For, Forwarded, X-Real-IP...)")
 	}
 	if !prefixPattern.MatchString(c.URLPrefix) {
-		p.errorf("PRODAPI_URL_PREFIX %q must be path segments of letters, digits and -._~", c.URLPrefix)
+		p.invalid("PRODAPI_URL_PREFIX", "must be path segments of letters, digits and -._~")
 	}
 	for _, u := range []struct{ name, value string }{
 		{"PRODAPI_URL", c.URL}, {"MEDIA_PREFIX", c.MediaPrefix}, {"ELASTICSEARCH_URL", string(c.ElasticURL)},
@@ -396,43 +465,63 @@ func LoadFrom(e Env) (Config, error) {
 			continue
 		}
 		if parsed, err := url.Parse(u.value); err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-			p.errorf("%s must be an http(s) URL", u.name)
+			p.invalidURL(u.name, u.value, "must be an http(s) URL")
 		}
 	}
+	if t, err := url.Parse(c.TokenURL); c.TokenURL != "" && (err != nil || (t.Scheme != "http" && t.Scheme != "https") || t.User != nil || !hostPattern.MatchString(t.Host)) {
+		p.invalidURL("PRODAPI_TOKEN_URL", c.TokenURL, "must be an http(s) URL without credentials, the token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token)")
+	}
 	if m, err := url.Parse(string(c.MongoURI)); err != nil || (m.Scheme != "mongodb" && m.Scheme != "mongodb+srv") {
-		p.errorf("MONGO_URI must be a mongodb:// or mongodb+srv:// URI")
+		p.invalidURL("MONGO_URI", string(c.MongoURI), "must be a mongodb:// or mongodb+srv:// URI")
 	}
 	if c.Cache.RedisURL != "" {
 		if r, err := url.Parse(string(c.Cache.RedisURL)); err != nil || !strings.HasPrefix(r.Scheme, "redis") {
-			p.errorf("REDIS_URL must be a redis://, rediss:// or redis-sentinel:// URL")
+			p.invalidURL("REDIS_URL", string(c.Cache.RedisURL), "must be a redis://, rediss:// or redis-sentinel:// URL")
 		}
 	}
 	if c.AuthEnabled && c.Secret == "" {
 		p.errorf("AUTH_SERVER_SHARED_SECRET is empty while PRODAPI_AUTH_ENABLED is true: set the secret Superdesk's auth server signs tokens with, or PRODAPI_AUTH_ENABLED=false for an open API")
 	}
 	if c.CursorSecret != "" && len(c.CursorSecret) < MinSecretLength {
-		p.errorf("PRODAPI_CURSOR_SECRET is shorter than %d bytes: a short secret would let cursors be forged", MinSecretLength)
+		reason := fmt.Sprintf("is shorter than %d bytes: a short secret would let cursors be forged", MinSecretLength)
+		p.errorf("PRODAPI_CURSOR_SECRET %s", reason)
+		p.mark("PRODAPI_CURSOR_SECRET", c.CursorSecret.String(), reason)
 	}
 	if c.MaxConns < 1 {
-		p.errorf("PRODAPI_MAX_CONNS %d must be at least 1", c.MaxConns)
+		p.invalid("PRODAPI_MAX_CONNS", "must be at least 1")
 	}
 	if c.ChangesMaxStreams < 1 {
-		p.errorf("PRODAPI_CHANGES_MAX_STREAMS %d must be at least 1", c.ChangesMaxStreams)
+		p.invalid("PRODAPI_CHANGES_MAX_STREAMS", "must be at least 1")
+	}
+	if c.ChangesMaxPolls < 1 {
+		p.errorf("PRODAPI_CHANGES_MAX_POLLS %d must be at least 1", c.ChangesMaxPolls)
+	}
+	if c.ChangesMaxStreamAge < time.Minute {
+		p.errorf("PRODAPI_CHANGES_MAX_STREAM_AGE %s must be at least 1m: every stream reconnects after it", c.ChangesMaxStreamAge)
+	}
+	if c.ClientMaxWaits < 0 {
+		p.errorf("PRODAPI_CLIENT_MAX_WAITS %d must be 0 (no cap) or more", c.ClientMaxWaits)
 	}
 	if c.ChangesWriteTimeout <= 0 {
-		p.errorf("PRODAPI_CHANGES_WRITE_TIMEOUT %s must be above 0: a consumer that does not read is dropped after it", c.ChangesWriteTimeout)
+		p.invalid("PRODAPI_CHANGES_WRITE_TIMEOUT", "must be above 0: a consumer that does not read is dropped after it")
+	}
+	if c.MinPositionWait <= 0 || c.MinPositionWait > time.Minute {
+		p.errorf("PRODAPI_MIN_POSITION_WAIT %s must be above 0 and at most 1m: a request with min_position waits it at most", c.MinPositionWait)
 	}
 	if c.ChangesRetain < time.Minute {
-		p.errorf("PRODAPI_CHANGES_RETAIN %s must be at least 1m: a client resumes within it", c.ChangesRetain)
+		p.invalid("PRODAPI_CHANGES_RETAIN", "must be at least 1m: a client resumes within it")
 	}
 	if c.FeedPoll < 10*time.Millisecond {
-		p.errorf("PRODAPI_FEED_POLL %s must be at least 10ms: each poll queries every collection", c.FeedPoll)
+		p.invalid("PRODAPI_FEED_POLL", "must be at least 10ms: each poll queries every collection")
+	}
+	if c.FeedReconcile < 100*time.Millisecond {
+		p.errorf("PRODAPI_FEED_RECONCILE %s must be at least 100ms: each round reads every collection's ids", c.FeedReconcile)
 	}
 	if c.AuthLeeway > time.Minute {
-		p.errorf("AUTH_LEEWAY %s is more than a minute", c.AuthLeeway)
+		p.invalid("AUTH_LEEWAY", "is more than a minute")
 	}
 	if c.ObjStore.URLLifetime > 7*24*time.Hour {
-		p.errorf("PRODAPI_ASSET_URL_LIFETIME %s is more than the 7 days S3 allows", c.ObjStore.URLLifetime)
+		p.invalid("PRODAPI_ASSET_URL_LIFETIME", "is more than the 7 days S3 allows")
 	}
 	p.contradictions(c)
 	if e.Names != nil {
@@ -440,7 +529,34 @@ func LoadFrom(e Env) (Config, error) {
 		p.unknown(e.Names, known, resources)
 		c.Warnings = p.typos(e.Names, known)
 	}
+	c.Warnings = append(c.Warnings, proxyWarnings(c)...)
+	c.invalid = p.bad
 	return c, errors.Join(p.errs...)
+}
+
+// listenAddr checks that value, the setting name's, is an address to
+// listen on: [host]:port.
+func (p *parser) listenAddr(name, value string) {
+	if _, port, err := net.SplitHostPort(value); err != nil || !validPort(port) {
+		p.invalid(name, "is not a listen address (:5502, 127.0.0.1:5502, [::1]:5502)")
+	}
+}
+
+// proxyWarnings warns of a proxy header believed from any peer.
+func proxyWarnings(c Config) []string {
+	if c.TrustedProxyHeader == "" || len(c.TrustedProxies) > 0 {
+		return nil
+	}
+	return []string{"PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES: " + c.TrustedProxyHeader +
+		" is believed from any peer, so a client that reaches the service directly names itself by any address it writes there; " +
+		"set PRODAPI_TRUSTED_PROXIES to the proxies' ranges"}
+}
+
+// validPort reports whether s is a TCP port number (0: one the system
+// chooses).
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 func (p *parser) cache(resources []string, invalidated bool) Cache {
@@ -483,10 +599,54 @@ func (p *parser) cache(resources []string, invalidated bool) Cache {
 type parser struct {
 	getenv func(string) string
 	errs   []error
+	bad    map[string]*invalidValue // the variables refused (Config.invalid)
+}
+
+// An invalidValue is a variable's value LoadFrom refused: as `prodapi
+// config` shows it, and why.
+type invalidValue struct {
+	shown   string
+	reasons []string
+}
+
+func (v *invalidValue) String() string {
+	return cmp.Or(v.shown, `""`) + " (invalid: " + strings.Join(v.reasons, "; ") + ")"
 }
 
 func (p *parser) errorf(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+// invalid refuses the value of the variable name for reason ("is not a
+// duration"): the start fails with NAME="value" and the reason, and
+// `prodapi config` shows the value beside the reason.
+func (p *parser) invalid(name, reason string) {
+	v := p.getenv(name)
+	p.errorf("%s=%q %s", name, v, reason)
+	p.mark(name, v, reason)
+}
+
+// invalidURL refuses the URL value of the variable name, which may carry
+// credentials: the error names the variable, not the value, and `prodapi
+// config` shows the value with its password masked.
+func (p *parser) invalidURL(name, value, reason string) {
+	p.errorf("%s %s", name, reason)
+	p.mark(name, URL(value).String(), reason)
+}
+
+// mark records that the variable name's value, shown so (redacted where
+// it may hold a secret), was refused for reason, for its row in `prodapi
+// config`. The error is the caller's.
+func (p *parser) mark(name, shown, reason string) {
+	if p.bad == nil {
+		p.bad = map[string]*invalidValue{}
+	}
+	v := p.bad[name]
+	if v == nil {
+		v = &invalidValue{shown: shown}
+		p.bad[name] = v
+	}
+	v.reasons = append(v.reasons, strings.TrimPrefix(reason, "is "))
 }
 
 // bool parses Python's strtobool spellings, as the original read
@@ -502,7 +662,7 @@ func (p *parser) bool(name string, def bool) bool {
 	case "n", "no", "f", "false", "off", "0":
 		return false
 	}
-	p.errorf("%s=%q is not a boolean (use true or false)", name, v)
+	p.invalid(name, "is not a boolean (use true or false)")
 	return def
 }
 
@@ -516,13 +676,13 @@ func (p *parser) duration(name string, def time.Duration) time.Duration {
 	if err != nil {
 		secs, nerr := strconv.ParseFloat(v, 64)
 		if nerr != nil {
-			p.errorf("%s=%q is not a duration (use 10s, 5m, 1h)", name, v)
+			p.invalid(name, "is not a duration (use 10s, 5m, 1h)")
 			return def
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
 	if d < 0 {
-		p.errorf("%s=%q is negative", name, v)
+		p.invalid(name, "is negative")
 		return def
 	}
 	return d
@@ -535,7 +695,7 @@ func (p *parser) uint(name string, def uint64) uint64 {
 	}
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
-		p.errorf("%s=%q is not a non-negative integer", name, v)
+		p.invalid(name, "is not a non-negative integer")
 		return def
 	}
 	return n
@@ -549,7 +709,7 @@ func (p *parser) fraction(name string, def float64) float64 {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(f >= 0 && f <= 1) {
-		p.errorf("%s=%q is not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none)", name, v)
+		p.invalid(name, "is not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none)")
 		return def
 	}
 	return f
@@ -562,10 +722,38 @@ func (p *parser) int(name string, def int64) int64 {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		p.errorf("%s=%q is not an integer", name, v)
+		p.invalid(name, "is not an integer")
 		return def
 	}
 	return n
+}
+
+// prefixes parses a list of address ranges (10.0.0.0/8) and addresses
+// (one address's range), separated by commas or spaces.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	v := p.getenv(name)
+	refuse := func(reason string) {
+		p.errorf("%s: %s", name, reason)
+		p.mark(name, v, reason)
+	}
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		pfx, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				refuse(fmt.Sprintf("%q is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address", f))
+				continue
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pfx.Addr().Is4In6() {
+			refuse(fmt.Sprintf("%q is an IPv4-mapped range: write it as IPv4", f))
+			continue
+		}
+		out = append(out, pfx.Masked())
+	}
+	return out
 }
 
 // subfolder normalises OBJSTORE_S3_SUBFOLDER as the original did: "" and
@@ -587,7 +775,7 @@ func (c Config) LogValue() slog.Value {
 		if s.PerResource {
 			key = strings.ToLower(perResourcePrefix) + "by_resource"
 		}
-		attrs = append(attrs, slog.String(key, s.Value(c)))
+		attrs = append(attrs, slog.String(key, s.Shown(c)))
 	}
 	return slog.GroupValue(attrs...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -55,9 +56,16 @@ func TestDefaults(t *testing.T) {
 		{"ShutdownDelay", c.ShutdownDelay, time.Duration(0)},
 		{"ReadyRequiresBackends", c.ReadyRequiresBackends, false},
 		{"ChangesMaxStreams", c.ChangesMaxStreams, 1000},
+		{"ChangesMaxPolls", c.ChangesMaxPolls, 1000},
+		{"ChangesMaxStreamAge", c.ChangesMaxStreamAge, time.Hour},
+		{"ClientMaxWaits", c.ClientMaxWaits, 50},
 		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
+		{"Issuer", c.Issuer, ""},
+		{"OpsAddr", c.OpsAddr, ":5502"},
+		{"FeedReconcile", c.FeedReconcile, 10 * time.Minute},
+		{"MinPositionWait", c.MinPositionWait, 2 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -112,7 +120,10 @@ func TestOverrides(t *testing.T) {
 		"OBJSTORE_S3_SUBFOLDER", "/media/", "AUTH_LEEWAY", "30s", "PRODAPI_CACHE_LOCAL_BYTES", "-1",
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
-		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s",
+		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s", "PRODAPI_FEED_RECONCILE", "1m",
+		"PRODAPI_CHANGES_MAX_POLLS", "30", "PRODAPI_CHANGES_MAX_STREAM_AGE", "10m", "PRODAPI_CLIENT_MAX_WAITS", "0",
+		"PRODAPI_ISSUER", "Superdesk Auth Server", "PRODAPI_OPS_ADDR", "127.0.0.1:9102",
+		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7 2001:db8::/32,172.16.5.4/12",
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +140,25 @@ func TestOverrides(t *testing.T) {
 	if c.ChangesMaxStreams != 20 || c.ChangesWriteTimeout != 2*time.Second {
 		t.Errorf("ChangesMaxStreams %d, ChangesWriteTimeout %s", c.ChangesMaxStreams, c.ChangesWriteTimeout)
 	}
+	if c.ChangesMaxPolls != 30 || c.ChangesMaxStreamAge != 10*time.Minute || c.ClientMaxWaits != 0 {
+		t.Errorf("ChangesMaxPolls %d, ChangesMaxStreamAge %s, ClientMaxWaits %d", c.ChangesMaxPolls, c.ChangesMaxStreamAge, c.ClientMaxWaits)
+	}
+	if c.FeedReconcile != time.Minute {
+		t.Errorf("FeedReconcile %s, want 1m", c.FeedReconcile)
+	}
 	if c.TrustedProxyHeader != "x-forwarded-for" {
 		t.Errorf("TrustedProxyHeader %q", c.TrustedProxyHeader)
+	}
+	wantRanges := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+		netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("172.16.0.0/12")}
+	if diff := cmp.Diff(wantRanges, c.TrustedProxies, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("TrustedProxies (-want +got):\n%s", diff)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings with the proxies' ranges: %q", c.Warnings)
+	}
+	if c.Issuer != "Superdesk Auth Server" || c.OpsAddr != "127.0.0.1:9102" {
+		t.Errorf("Issuer %q, OpsAddr %q", c.Issuer, c.OpsAddr)
 	}
 	if c.ShutdownDelay != 5*time.Second || !c.ReadyRequiresBackends {
 		t.Errorf("ShutdownDelay %s, ReadyRequiresBackends %v; want 5s, true", c.ShutdownDelay, c.ReadyRequiresBackends)
@@ -153,7 +181,9 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
-		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms",
+		"PRODAPI_CHANGES_MAX_POLLS", "0", "PRODAPI_CHANGES_MAX_STREAM_AGE", "30s", "PRODAPI_CLIENT_MAX_WAITS", "-2",
+		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_FEED_RECONCILE", "10ms", "PRODAPI_MIN_POSITION_WAIT", "0s", "PRODAPI_OPS_ADDR", "5502",
+		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/33,proxy.example,::ffff:10.0.0.0/104",
 	))
 	if err == nil {
 		t.Fatal("no error")
@@ -161,7 +191,8 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL"} {
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_MAX_POLLS", "PRODAPI_CHANGES_MAX_STREAM_AGE", "PRODAPI_CLIENT_MAX_WAITS", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_FEED_RECONCILE", "PRODAPI_MIN_POSITION_WAIT", "PRODAPI_OPS_ADDR",
+		`PRODAPI_TRUSTED_PROXIES: "10.0.0.0/33"`, `PRODAPI_TRUSTED_PROXIES: "proxy.example"`, `PRODAPI_TRUSTED_PROXIES: "::ffff:10.0.0.0/104"`} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)
 		}
@@ -294,5 +325,53 @@ func TestListening(t *testing.T) {
 				t.Errorf("port %s, URL %s, media %s; want %s, %s, %s", c.Port, c.URL, c.MediaPrefix, tc.port, tc.url, tc.media)
 			}
 		})
+	}
+}
+
+// PRODAPI_TOKEN_URL is an http(s) URL whose origin the reference page's
+// policy can name; anything else stops the start.
+func TestTokenURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"", true},
+		{"https://superdesk.example/api/auth_server/token", true},
+		{"http://127.0.0.1:5000/api/auth_server/token", true},
+		{"https://[::1]:5000/api/auth_server/token", true},
+		{"/api/auth_server/token", false},
+		{"superdesk.example/api/auth_server/token", false},
+		{"ftp://superdesk.example/token", false},
+		{"https://client:secret@superdesk.example/token", false},
+		{"https://super;desk.example/token", false},
+		{"https://superdesk.example:99999999/token", false},
+	} {
+		c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_TOKEN_URL", tc.url))
+		if got := err == nil; got != tc.ok {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: error %v, want ok %v", tc.url, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PRODAPI_TOKEN_URL") {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: the error does not name it: %v", tc.url, err)
+		}
+		if err == nil && c.TokenURL != tc.url {
+			t.Errorf("PRODAPI_TOKEN_URL=%q: TokenURL %q", tc.url, c.TokenURL)
+		}
+	}
+}
+
+// A proxy header without the proxies' ranges still starts (the header is
+// believed from any peer, as before the ranges existed), with a warning
+// that says what that lets a client do.
+func TestProxyHeaderWithoutRangesWarns(t *testing.T) {
+	c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, "PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "PRODAPI_TRUSTED_PROXY_HEADER is set without PRODAPI_TRUSTED_PROXIES") {
+		t.Errorf("warnings %q", c.Warnings)
+	}
+	c, _ = Load(envOf("AUTH_SERVER_SHARED_SECRET", secret))
+	if len(c.Warnings) != 0 {
+		t.Errorf("warnings without a header: %q", c.Warnings)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,27 @@ type Setting struct {
 	Value func(c Config) string
 }
 
+// Shown is the setting's row in `prodapi config` and the start-up log:
+// its effective value in c or, where LoadFrom refused the value set,
+// that value and why, rather than the default the field fell back on
+// (for the per-resource family, each resource's).
+func (s Setting) Shown(c Config) string {
+	if !s.PerResource {
+		if bad, ok := c.invalid[s.Name]; ok {
+			return bad.String()
+		}
+		return s.Value(c)
+	}
+	parts := strings.Fields(s.Value(c)) // ITEMS=10s ...
+	for i, part := range parts {
+		res, _, _ := strings.Cut(part, "=")
+		if bad, ok := c.invalid[perResourcePrefix+res]; ok {
+			parts[i] = res + "=" + bad.String()
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // perResourcePrefix is the prefix of the per-resource TTL variables.
 const perResourcePrefix = "PRODAPI_CACHE_TTL_"
 
@@ -43,12 +65,21 @@ var settings = []Setting{
 	{Name: "PRODAPI_AUTH_ENABLED", Help: "check tokens (true/false spellings; anything else is an error)", Value: func(c Config) string { return strconv.FormatBool(c.AuthEnabled) }},
 	{Name: "AUTH_LEEWAY", Help: "clock skew allowed on exp and nbf (at most 1m)", Value: func(c Config) string { return Duration(c.AuthLeeway) }},
 	{Name: "PRODAPI_AUDIENCE", Help: "tokens carrying aud must name it", Value: func(c Config) string { return c.Audience }},
+	{Name: "PRODAPI_TOKEN_URL", Help: "token endpoint of Superdesk's auth server (https://<superdesk>/api/auth_server/token); set, the reference page offers OAuth 2 client credentials against it", Value: func(c Config) string { return c.TokenURL }},
+	{Name: "PRODAPI_ISSUER", Help: "every token must carry this iss (Superdesk's: \"Superdesk Auth Server\"); unset: any", Value: func(c Config) string { return c.Issuer }},
 	{Name: "PRODAPI_CURSOR_SECRET", Help: "seals list cursors, the same on every replica; at least 32 bytes (unset: derived from AUTH_SERVER_SHARED_SECRET)", Value: func(c Config) string { return c.CursorSecret.String() }},
 	{Name: "DEBUG", Help: "debug-level logs", Value: func(c Config) string { return strconv.FormatBool(c.Debug) }},
 	{Name: "PRODAPI_ACCESS_LOG_HITS", Help: "share of cache hits written to the access log: 1 all, 0.01 one in a hundred, 0 none (other requests always)", Value: func(c Config) string {
 		return strconv.FormatFloat(c.AccessLogHits, 'g', -1, 64)
 	}},
-	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP); the access log's client_ip is its right-most address; unset: the TCP peer's, no header believed", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXY_HEADER", Help: "header the proxy in front writes the client's address in (X-Forwarded-For, Forwarded, X-Real-IP), believed from PRODAPI_TRUSTED_PROXIES (from any peer without them: a warning); unset: the client is the TCP peer", Value: func(c Config) string { return c.TrustedProxyHeader }},
+	{Name: "PRODAPI_TRUSTED_PROXIES", Help: "address ranges of the proxies whose header is believed, comma-separated (10.0.0.0/8,192.0.2.7), as nginx's set_real_ip_from: the client is the header's right-most address outside them", Value: func(c Config) string {
+		var s []string
+		for _, p := range c.TrustedProxies {
+			s = append(s, p.String())
+		}
+		return strings.Join(s, ",")
+	}},
 	{Name: "SUPERDESK_TESTING", Help: "accepted for compatibility; no effect", Value: func(c Config) string { return strconv.FormatBool(c.Testing) }},
 	{Name: "PRODAPI_SANDBOX", Help: `"sample" or a directory of <collection>.json: serve it, no servers needed`, Value: func(c Config) string { return c.Sandbox }},
 	{Name: "PRODAPI_SANDBOX_LATENCY", Help: "delay every sandbox query (to model a real backend)", Value: func(c Config) string { return Duration(c.SandboxLatency) }},
@@ -84,8 +115,9 @@ var settings = []Setting{
 	{Name: "PRODAPI_CACHE_TTL_ASSETS", Help: "freshness of media redirects; must be below PRODAPI_ASSET_URL_LIFETIME", Value: func(c Config) string { return Duration(c.Cache.AssetTTL) }},
 	{Name: "PRODAPI_CACHE_LOCAL_BYTES", Help: "in-process tier size in bytes (negative: off)", Value: func(c Config) string { return strconv.FormatInt(c.Cache.LocalBytes, 10) }},
 	{Name: "PRODAPI_CACHE_LOCAL_TTL", Help: "how long the in-process tier serves an entry before asking Redis again", Value: func(c Config) string { return Duration(c.Cache.LocalTTL) }},
-	{Name: "PRODAPI_ADMIN_ADDR", Help: "operator listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
-	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the operator listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_ADMIN_ADDR", Help: "admin listener (POST /purge), e.g. 127.0.0.1:5501; empty: off", Value: func(c Config) string { return c.AdminAddr }},
+	{Name: "PRODAPI_ADMIN_SECRET", Help: "bearer secret of the admin listener; at least 32 bytes, required with PRODAPI_ADMIN_ADDR", Value: func(c Config) string { return c.AdminSecret.String() }},
+	{Name: "PRODAPI_OPS_ADDR", Help: "operator listener: /healthz, /readyz and /metrics, without authentication, apart from the API's port (which answers them 404)", Value: func(c Config) string { return c.OpsAddr }},
 	{Name: "PRODAPI_SHUTDOWN_GRACE", Help: "drain time on SIGTERM", Value: func(c Config) string { return Duration(c.ShutdownGrace) }},
 	{Name: "PRODAPI_SHUTDOWN_DELAY", Help: "on SIGTERM, how long /readyz answers 503 while the listener still serves, before the drain", Value: func(c Config) string { return Duration(c.ShutdownDelay) }},
 	{Name: "PRODAPI_READY_REQUIRES_BACKENDS", Help: "true: /readyz answers 503 while no backend can answer (default: readiness is the replica's own)", Value: func(c Config) string {
@@ -104,10 +136,20 @@ var settings = []Setting{
 	{Name: "OTEL_TRACES_SAMPLER", Help: "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", Value: func(c Config) string { return c.Tracing.Sampler }},
 	{Name: "OTEL_TRACES_SAMPLER_ARG", Help: "the ratio of the traceidratio samplers", Value: func(c Config) string { return strconv.FormatFloat(c.Tracing.SamplerRatio, 'g', -1, 64) }},
 	{Name: "OTEL_SDK_DISABLED", Help: "true turns tracing off whatever else is set", Value: func(c Config) string { return strconv.FormatBool(c.Tracing.Disabled) }},
-	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
+	{Name: "PRODAPI_MAX_CONNS", Help: "client connections held open; at the cap a new one closes the longest idle one, else answers the oldest /changes long poll early", Value: func(c Config) string { return strconv.Itoa(c.MaxConns) }},
 	{Name: "PRODAPI_CHANGES_MAX_STREAMS", Help: "/changes event streams open at once; beyond, a new one is refused (503); each holds a connection of PRODAPI_MAX_CONNS", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxStreams) }},
-	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes token older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
-	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates only: deletions are not seen)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
+	{Name: "PRODAPI_CHANGES_MAX_POLLS", Help: "/changes long polls waiting at once; beyond, a new one that would wait is refused (503); each holds a connection of PRODAPI_MAX_CONNS, and at that cap the oldest is answered early for a new connection", Value: func(c Config) string { return strconv.Itoa(c.ChangesMaxPolls) }},
+	{Name: "PRODAPI_CHANGES_MAX_STREAM_AGE", Help: "the longest a /changes event stream lives: then it ends (close 503, retry 0) and the client reconnects, its token checked again", Value: func(c Config) string { return Duration(c.ChangesMaxStreamAge) }},
+	{Name: "PRODAPI_CLIENT_MAX_WAITS", Help: "/changes event streams, long polls and min_position waits one client (its token's client_id, else sub) holds at once, across the fleet with Redis; beyond, 429; 0: no cap", Value: func(c Config) string { return strconv.Itoa(c.ClientMaxWaits) }},
+	{Name: "PRODAPI_CHANGES_RETAIN", Help: "how long the change log keeps its entries (in Redis, or the ring of a replica without it); a /changes position older than that gets 410", Value: func(c Config) string { return Duration(c.ChangesRetain) }},
+	{Name: "PRODAPI_FEED_POLL", Help: "where the database has no change streams (standalone, FerretDB), how often the feed's holder polls each collection for _updated (updates and insertions; PRODAPI_FEED_RECONCILE finds deletions)", Value: func(c Config) string { return Duration(c.FeedPoll) }},
+	{Name: "PRODAPI_FEED_RECONCILE", Help: "while the feed polls, how often its holder walks each collection's ids (the _id index, pages of 1000) against those it knew: each id gone is a deletion, in the cache and /changes", Value: func(c Config) string { return Duration(c.FeedReconcile) }},
+	{Name: "PRODAPI_MIN_POSITION_WAIT", Help: "the longest a list or detail request with min_position waits for this replica to apply the change log up to that position (and a /changes page with include=doc for its entries); then 503 with Retry-After", Value: func(c Config) string { return Duration(c.MinPositionWait) }},
+	{Name: "PRODAPI_RATE_LIMIT", Help: "each client's rate limit, shared by the fleet: <n>/s, /m or /h, or off; a request costs 1, one that loads from a backend 1 + PRODAPI_RATE_MISS_COST", Value: func(c Config) string { return c.Limits.Rate.String() }},
+	{Name: "PRODAPI_RATE_LIMIT_CLIENTS", Help: "clients' own limits, by client_id (else sub): client-a=50/s,client-b=off", Value: func(c Config) string { return clientRates(c.Limits.Clients) }},
+	{Name: "PRODAPI_RATE_LIMIT_ADDR", Help: "limit per client address of the requests authentication refuses; once spent, every request from there is refused (429) before authentication; off: none", Value: func(c Config) string { return c.Limits.Address.String() }},
+	{Name: "PRODAPI_RATE_MISS_COST", Help: "what a request that starts a backend load costs on top of its 1", Value: func(c Config) string { return strconv.Itoa(c.Limits.MissCost) }},
+	{Name: "PRODAPI_CLIENT_MAX_LOADS", Help: "backend loads one client may have in flight on a replica; beyond, 429; 0: no cap", Value: func(c Config) string { return strconv.Itoa(c.Limits.MaxLoads) }},
 	{Name: "PRODAPI_CHANGES_WRITE_TIMEOUT", Help: "time each write of a /changes stream, or a long poll's answer, may take (instead of PRODAPI_WRITE_TIMEOUT); a consumer that does not read is dropped after it", Value: func(c Config) string { return Duration(c.ChangesWriteTimeout) }},
 }
 
@@ -223,13 +265,19 @@ func (p *parser) contradictions(c Config) {
 			Duration(c.WriteTimeout), Duration(c.BackendTimeout))
 	}
 	if c.AdminAddr != "" && len(c.AdminSecret) < MinSecretLength {
-		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the operator listener needs a strong bearer secret of its own", MinSecretLength)
+		p.errorf("PRODAPI_ADMIN_ADDR is set but PRODAPI_ADMIN_SECRET is shorter than %d bytes: the admin listener needs a strong bearer secret of its own", MinSecretLength)
 	}
 	if c.AdminAddr == "" && c.AdminSecret != "" {
-		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no operator listener to guard")
+		p.errorf("PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR: there is no admin listener to guard")
 	}
 	if c.AdminAddr != "" && c.AdminSecret == c.Secret {
 		p.errorf("PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET: a token signer must not also be an operator")
+	}
+	if _, port, _ := net.SplitHostPort(c.OpsAddr); c.AdminAddr == c.OpsAddr && port != "0" { // two ports of the system's choosing differ
+		p.errorf("PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both %s: the admin listener and the operator listener need addresses of their own", c.OpsAddr)
+	}
+	if len(c.TrustedProxies) > 0 && c.TrustedProxyHeader == "" {
+		p.errorf("PRODAPI_TRUSTED_PROXIES is set without PRODAPI_TRUSTED_PROXY_HEADER: name the header those proxies write the client's address in")
 	}
 	if c.Sandbox == "" && c.SandboxLatency > 0 {
 		p.errorf("PRODAPI_SANDBOX_LATENCY is set without PRODAPI_SANDBOX: it delays sandbox queries only")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	gocmp "cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -116,6 +117,10 @@ func TestContradictionsAreRefused(t *testing.T) {
 			"PRODAPI_ADMIN_SECRET is set without PRODAPI_ADMIN_ADDR"},
 		{"admin secret equal to the token secret", []string{"PRODAPI_ADMIN_ADDR", ":5501", "PRODAPI_ADMIN_SECRET", secret},
 			"PRODAPI_ADMIN_SECRET must differ from AUTH_SERVER_SHARED_SECRET"},
+		{"proxies without a header", []string{"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8"},
+			"PRODAPI_TRUSTED_PROXIES is set without PRODAPI_TRUSTED_PROXY_HEADER"},
+		{"the admin listener on the operator listener's address", []string{"PRODAPI_ADMIN_ADDR", ":5502", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+			"PRODAPI_ADMIN_ADDR and PRODAPI_OPS_ADDR are both :5502"},
 	} {
 		_, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, tc.env...)...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -137,6 +142,7 @@ func TestContradictionsAreRefused(t *testing.T) {
 		{"PRODAPI_WRITE_TIMEOUT", "11s", "PRODAPI_BACKEND_TIMEOUT", "5s"},
 		{"PRODAPI_SANDBOX", "sample", "PRODAPI_SANDBOX_LATENCY", "1s"},
 		{"PRODAPI_ADMIN_ADDR", "127.0.0.1:5501", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32)},
+		{"PRODAPI_ADMIN_ADDR", "127.0.0.1:0", "PRODAPI_ADMIN_SECRET", strings.Repeat("a", 32), "PRODAPI_OPS_ADDR", "127.0.0.1:0"},
 	} {
 		if _, err := Load(envOf(append([]string{"AUTH_SERVER_SHARED_SECRET", secret}, env...)...)); err != nil {
 			t.Errorf("%v: %v", env, err)
@@ -280,5 +286,60 @@ func TestPodAndSuperdeskEnvironmentsAreQuiet(t *testing.T) {
 	// A PRODAPI_PORT that is no service link is a user's, and refused.
 	if _, err := loadNames(map[string]string{"AUTH_SERVER_SHARED_SECRET": secret, "PRODAPI_PORT": "5500"}); err == nil {
 		t.Error("PRODAPI_PORT=5500 was not refused")
+	}
+}
+
+// A refused value's row shows the value set and why, for every kind of
+// setting, never the default the field fell back on; redacted where it
+// may hold a secret. The other rows are as they were.
+func TestInvalidValuesShown(t *testing.T) {
+	const notDuration = "not a duration (use 10s, 5m, 1h)"
+	for _, tc := range []struct {
+		name, value string
+		row         string // the setting's name, when it is not name
+		want        string
+	}{
+		{name: "PRODAPI_FEED_POLL", value: "banana", want: "banana (invalid: " + notDuration + ")"},
+		{name: "PRODAPI_FEED_POLL", value: "1ms", want: "1ms (invalid: must be at least 10ms: each poll queries every collection)"},
+		{name: "PRODAPI_CACHE_TTL", value: "soon", want: "soon (invalid: " + notDuration + ")"},
+		{name: "PRODAPI_CACHE_STALE", value: "-1s", want: "-1s (invalid: negative)"},
+		{name: "PRODAPI_CACHE_TTL_ITEMS", value: "x", row: perResourcePrefix + "<RESOURCE>",
+			want: "DESKS=5m ITEMS=x (invalid: " + notDuration + ") USERS=5m"},
+		{name: "PRODAPI_AUTH_ENABLED", value: "perhaps", want: "perhaps (invalid: not a boolean (use true or false))"},
+		{name: "PRODAPI_MAX_CONNS", value: "many", want: "many (invalid: not an integer)"},
+		{name: "PRODAPI_MAX_CONNS", value: "0", want: "0 (invalid: must be at least 1)"},
+		{name: "PRODAPI_CACHE_LOCAL_BYTES", value: "1GB", want: "1GB (invalid: not an integer)"},
+		{name: "PRODAPI_MONGO_MAX_POOL", value: "-1", want: "-1 (invalid: not a non-negative integer)"},
+		{name: "PRODAPI_ACCESS_LOG_HITS", value: "2", want: "2 (invalid: not a share between 0 and 1 (1: all, 0.01: one in a hundred, 0: none))"},
+		{name: "PORT", value: "99999", want: "99999 (invalid: not a port number)"},
+		{name: "PRODAPI_OPS_ADDR", value: "5502", want: "5502 (invalid: not a listen address (:5502, 127.0.0.1:5502, [::1]:5502))"},
+		{name: "PRODAPI_TRUSTED_PROXIES", value: "10.0.0.0/8,proxy",
+			want: `10.0.0.0/8,proxy (invalid: "proxy" is neither an address range (10.0.0.0/8, 2001:db8::/32) nor an address)`},
+		{name: "MONGO_URI", value: "postgres://u:mongo-password@db/x", want: "postgres://u:xxxxx@db/x (invalid: must be a mongodb:// or mongodb+srv:// URI)"},
+		{name: "REDIS_URL", value: "memcache://:redis-password@cache", want: "memcache://:xxxxx@cache (invalid: must be a redis://, rediss:// or redis-sentinel:// URL)"},
+		{name: "ELASTICSEARCH_URL", value: "localhost:9200", want: "localhost:9200 (invalid: must be an http(s) URL)"},
+		{name: "PRODAPI_CURSOR_SECRET", value: "cursor-password", want: "[redacted] (invalid: shorter than 32 bytes: a short secret would let cursors be forged)"},
+		{name: "OTEL_TRACES_SAMPLER_ARG", value: "2", want: "2 (invalid: want a ratio from 0 to 1)"},
+	} {
+		c, err := Load(envOf("AUTH_SERVER_SHARED_SECRET", secret, tc.name, tc.value))
+		if err == nil {
+			t.Errorf("%s=%s: no error", tc.name, tc.value)
+		}
+		row := gocmp.Or(tc.row, tc.name)
+		for _, s := range Settings() {
+			got := s.Shown(c)
+			if s.Name == row {
+				if got != tc.want {
+					t.Errorf("%s=%s: row %q, want %q", tc.name, tc.value, got, tc.want)
+				}
+				continue
+			}
+			if got != s.Value(c) || strings.Contains(got, "invalid") {
+				t.Errorf("%s=%s: the row of %s is %q", tc.name, tc.value, s.Name, got)
+			}
+		}
+		if strings.Contains(c.LogValue().String(), "-password") {
+			t.Errorf("%s=%s: a password shown: %s", tc.name, tc.value, c.LogValue())
+		}
 	}
 }

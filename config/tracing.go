@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -64,26 +65,36 @@ func (p *parser) tracing() Tracing {
 				t.Exporters = append(t.Exporters, name)
 			}
 		default:
-			p.errorf("OTEL_TRACES_EXPORTER: unknown exporter %q (otlp, console or none)", name)
+			reason := fmt.Sprintf("unknown exporter %q (otlp, console or none)", name)
+			p.errorf("OTEL_TRACES_EXPORTER: %s", reason)
+			p.mark("OTEL_TRACES_EXPORTER", names, reason)
 		}
 	}
 	if t.Protocol != "http/protobuf" {
 		p.errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: only http/protobuf is supported", t.Protocol)
+		name := "OTEL_EXPORTER_OTLP_PROTOCOL"
+		if p.getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") != "" {
+			name = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+		}
+		p.mark(name, t.Protocol, "only http/protobuf is supported")
 	}
 	for _, e := range []struct{ name, value string }{
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", t.OTLPEndpoint}, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", t.OTLPTracesEndpoint},
 	} {
 		if u, err := url.Parse(e.value); e.value != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-			p.errorf("%s must be an http(s) URL", e.name)
+			p.invalidURL(e.name, e.value, "must be an http(s) URL")
 		}
 	}
 	if !slices.Contains(Samplers, t.Sampler) {
+		reason := fmt.Sprintf("unknown sampler (%s)", strings.Join(Samplers, ", "))
 		p.errorf("OTEL_TRACES_SAMPLER: unknown sampler %q (%s)", t.Sampler, strings.Join(Samplers, ", "))
+		p.mark("OTEL_TRACES_SAMPLER", t.Sampler, reason)
 	}
 	if arg := p.getenv("OTEL_TRACES_SAMPLER_ARG"); arg != "" {
 		r, err := strconv.ParseFloat(arg, 64)
 		if err != nil || r < 0 || r > 1 {
 			p.errorf("OTEL_TRACES_SAMPLER_ARG %q: want a ratio from 0 to 1", arg)
+			p.mark("OTEL_TRACES_SAMPLER_ARG", arg, "want a ratio from 0 to 1")
 		} else {
 			t.SamplerRatio = r
 		}

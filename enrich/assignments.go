@@ -27,9 +27,9 @@ func (r *request) assignments(ctx context.Context, docs []*sources.Doc, links []
 			plannings.add(id)
 		}
 	}
-	pl := &call{step: "planning", l: sources.Lookup{Collection: "planning", Field: "_id", Values: plannings.values}}
-	content := &call{step: "content", l: sources.Lookup{Collection: "archive", Field: "assignment_id", Values: ids.values,
-		Sort: []sources.SortKey{{Field: "_updated", Desc: true}}, Limit: r.listLimit(ids.len(), true), Search: true}}
+	pl := &call{step: "planning", l: assignmentPlanning.lookup(plannings)}
+	content := &call{step: "content", l: assignmentContent.lookup(ids)}
+	content.l.Sort, content.l.Limit, content.l.Search = recentFirst(), r.listLimit(ids.len(), true), true
 	if err := r.run(ctx, pl, content); err != nil {
 		return err
 	}

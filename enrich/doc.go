@@ -48,6 +48,45 @@
 // is optional, so no failure may cancel its siblings, and the request's own
 // context already cancels them all.
 //
+// # Derived changes
+//
+// A served document embeds data of others: an item its assignment's
+// state, a planning its assignments' states and their content, an event
+// its plannings' order. When one of them changes, the documents that
+// embed it change too, and a Deriver (derive.go) names them, so that the
+// change feed (package cache/feed) gives each an update entry after the
+// change's and obsoletes its cache entries. The links are one table of
+// edges, graph.go, which the enrichers build their lookups from; chains
+// there say what each served document embeds, and the Deriver walks them
+// backwards:
+//
+//	a change of    derives updates of
+//	items          their assignment (before and now), the planning naming it, its events
+//	assignments    their items, the planning naming them, its events
+//	planning       the assignments whose planning_item it is and their items, its event
+//	               (before and now)
+//	events         nothing (links name them by href only)
+//	content types  the items of the profile
+//
+// Dependents are those that embed the changed document now (lookups on
+// current data, on the document database: the search index lags) and
+// those that embedded it before: where the link is a field of the changed
+// document (an item's assignment_id, a planning's event_item), what it
+// held before the change, from Change.Before when the feed has it (the
+// sandbox) and else from what the Deriver kept at the document's previous
+// change (a RefStore: Redis, or memory without it). Past Options.Bound
+// (100) documents of one resource, a flush of the resource replaces their
+// entries; a flush derives flushes of what embeds its collection. Its
+// lookups (DeriveLookups) run once per change the feed reports:
+//
+//	changed        lookups (each at most Bound+1 documents)
+//	items          the item by _id; assignments by _id; planning by the coverages' assignment ids
+//	               (two paths); events by guid
+//	assignments    archive by assignment_id; planning by the coverages' assignment ids; events by guid
+//	planning       the planning by _id; assignments by planning_item; archive by assignment_id;
+//	               events by guid
+//	content types  archive by profile
+//
 // # Degrade policy
 //
 // Every lookup is optional. When one fails for any reason but the request's

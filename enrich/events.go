@@ -27,8 +27,8 @@ func (r *request) events(ctx context.Context, docs []*sources.Doc, links []*sour
 			guids.add(id)
 		}
 	}
-	pl := &call{step: "plannings", l: sources.Lookup{Collection: "planning", Field: "event_item", Values: guids.values,
-		Sort: []sources.SortKey{{Field: "_updated", Desc: true}}, Limit: r.listLimit(guids.len(), false)}}
+	pl := &call{step: "plannings", l: eventPlannings.lookup(guids)}
+	pl.l.Sort, pl.l.Limit = recentFirst(), r.listLimit(guids.len(), false)
 	if err := r.run(ctx, pl); err != nil {
 		return err
 	}

@@ -57,8 +57,7 @@ func (f *fakeLooker) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.D
 	}
 	var out []*sources.Doc
 	for _, d := range f.data[l.Collection] {
-		v, _ := d.Path(l.Field)
-		if s, ok := fakeID(v); ok && want[s] {
+		if slices.ContainsFunc(fakePath(d, l.Field), func(v any) bool { s, ok := fakeID(v); return ok && want[s] }) {
 			out = append(out, d.Clone())
 		}
 	}
@@ -76,6 +75,41 @@ func (f *fakeLooker) Lookup(ctx context.Context, l sources.Lookup) ([]*sources.D
 		out = out[:l.Limit]
 	}
 	return out, nil
+}
+
+// fakePath returns the values at a dotted path of d, following every
+// element of the arrays on the way, as MongoDB matches a path.
+func fakePath(d *sources.Doc, path string) []any {
+	cur := []any{d}
+	for part := range strings.SplitSeq(path, ".") {
+		var next []any
+		var visit func(v any)
+		visit = func(v any) {
+			switch v := v.(type) {
+			case []any:
+				for _, e := range v {
+					visit(e)
+				}
+			case *sources.Doc:
+				if x, ok := v.Get(part); ok {
+					next = append(next, x)
+				}
+			}
+		}
+		for _, v := range cur {
+			visit(v)
+		}
+		cur = next
+	}
+	var out []any
+	for _, v := range cur {
+		if arr, ok := v.([]any); ok {
+			out = append(out, arr...)
+		} else {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // count returns how many lookups were made.

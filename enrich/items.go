@@ -46,8 +46,8 @@ func (r *request) items(ctx context.Context, docs []*sources.Doc, links []*sourc
 		}
 	}
 
-	ct := &call{step: "content_types", l: sources.Lookup{Collection: "content_types", Field: "_id", Values: types.values}}
-	as := &call{step: "assignments", l: sources.Lookup{Collection: "assignments", Field: "_id", Values: assignments.values}}
+	ct := &call{step: "content_types", l: itemProfile.lookup(types)}
+	as := &call{step: "assignments", l: itemAssignment.lookup(assignments)}
 	if err := r.run(ctx, ct, as); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (r *request) items(ctx context.Context, docs []*sources.Doc, links []*sourc
 			plannings.add(id)
 		}
 	}
-	pl := &call{step: "planning", l: sources.Lookup{Collection: "planning", Field: "_id", Values: plannings.values}}
+	pl := &call{step: "planning", l: assignmentPlanning.lookup(plannings)}
 	if err := r.run(ctx, pl); err != nil {
 		return err
 	}

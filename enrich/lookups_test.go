@@ -15,9 +15,6 @@ import (
 // page of every kind where each link exists makes each one, and nothing
 // else.
 func TestLookupsListsEveryLookup(t *testing.T) {
-	shape := func(l sources.Lookup) sources.Lookup {
-		return sources.Lookup{Collection: l.Collection, Field: l.Field, Sort: l.Sort, Search: l.Search}
-	}
 	store := loadStore(t, "testdata/linked")
 	e := enrich.New(store, enrich.Options{})
 	for _, r := range []string{"items", "assignments", "planning", "events"} {
@@ -28,21 +25,28 @@ func TestLookupsListsEveryLookup(t *testing.T) {
 			}
 		}
 	}
+	sameLookups(t, store.calls, enrich.Lookups(), "the enrichers", "Lookups")
+}
+
+// sameLookups fails for each shape of the lookups made that listed
+// lacks, and each listed that none made.
+func sameLookups(t *testing.T, calls, listed []sources.Lookup, maker, lister string) {
+	t.Helper()
 	var made []sources.Lookup
-	for _, l := range store.calls {
-		if l := shape(l); !slices.ContainsFunc(made, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
+	for _, l := range calls {
+		l = sources.Lookup{Collection: l.Collection, Field: l.Field, Sort: l.Sort, Search: l.Search}
+		if !slices.ContainsFunc(made, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
 			made = append(made, l)
 		}
 	}
-	listed := enrich.Lookups()
 	for _, l := range made {
 		if !slices.ContainsFunc(listed, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
-			t.Errorf("the enrichers look up %+v, which Lookups does not list", l)
+			t.Errorf("%s look up %+v, which %s does not list", maker, l, lister)
 		}
 	}
 	for _, l := range listed {
 		if !slices.ContainsFunc(made, func(m sources.Lookup) bool { return cmp.Equal(m, l) }) {
-			t.Errorf("Lookups lists %+v, which no enricher made", l)
+			t.Errorf("%s lists %+v, which %s did not make", lister, l, maker)
 		}
 	}
 }

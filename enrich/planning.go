@@ -55,8 +55,8 @@ func (r *request) planning(ctx context.Context, docs []*sources.Doc, links []*so
 		}
 	}
 
-	byCoverage := &call{step: "coverage sync", l: sources.Lookup{Collection: "assignments", Field: "coverage_item", Values: coverages.values}}
-	byUpdate := &call{step: "scheduled update sync", l: sources.Lookup{Collection: "assignments", Field: "scheduled_update_id", Values: updates.values}}
+	byCoverage := &call{step: "coverage sync", l: planningCoverages.lookup(coverages)}
+	byUpdate := &call{step: "scheduled update sync", l: planningUpdates.lookup(updates)}
 	asg, content := r.assignmentCalls(assignments)
 	if err := r.run(ctx, byCoverage, byUpdate, asg, content); err != nil {
 		return err
@@ -224,10 +224,10 @@ func syncAssignedTo(obj *sources.Doc, found map[string]*sources.Doc) {
 // (construct_assignment_links): the assignments, by planning.scheduled, and
 // the archive items that name them, most recently updated first.
 func (r *request) assignmentCalls(ids valueSet) (asg, content *call) {
-	asg = &call{step: "assignment links", l: sources.Lookup{Collection: "assignments", Field: "_id", Values: ids.values,
-		Sort: []sources.SortKey{{Field: "planning.scheduled"}}, Limit: min(ids.len(), searchWindow), Search: true}}
-	content = &call{step: "assignment content", l: sources.Lookup{Collection: "archive", Field: "assignment_id", Values: ids.values,
-		Sort: []sources.SortKey{{Field: "_updated", Desc: true}}, Limit: r.listLimit(ids.len(), true), Search: true}}
+	asg = &call{step: "assignment links", l: planningAssignments.lookup(ids)}
+	asg.l.Sort, asg.l.Limit, asg.l.Search = []sources.SortKey{{Field: "planning.scheduled"}}, min(ids.len(), searchWindow), true
+	content = &call{step: "assignment content", l: assignmentContent.lookup(ids)}
+	content.l.Sort, content.l.Limit, content.l.Search = recentFirst(), r.listLimit(ids.len(), true), true
 	return asg, content
 }
 

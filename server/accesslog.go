@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +16,49 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources/codec"
 )
+
+// requestLog opens and closes every request: it gives the request its id
+// and its requestInfo (requestID, outermost), and on the way out counts
+// and times it and writes its line to the access log (accessLog).
+type requestLog struct {
+	ids       *requestIDs
+	infos     sync.Pool // *requestInfo
+	lines     *accessLogger
+	inFlight  metrics.GaugeSeries
+	durations *durationTable
+	traced    bool // requests have spans (Options.Tracer): lines and exemplars name them
+	// clients tells each request's client address, which requestID
+	// records.
+	clients *clientAddrs
+}
+
+func newRequestLog(opts Options, logger *slog.Logger, m *metrics.Metrics) *requestLog {
+	l := &requestLog{
+		ids:      newRequestIDs(),
+		lines:    &accessLogger{w: opts.AccessLog, logger: logger, hits: newSampler(opts.AccessLogHits)},
+		inFlight: m.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series(),
+		durations: newDurationTable(m.Histogram("prodapi_http_request_duration_seconds",
+			"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
+				"(hit, stale, miss, collapsed, bypass, error, none); /changes long polls and streams are timed apart.",
+			nil, "route", "outcome"),
+			m.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")),
+		traced:  opts.Tracer != nil,
+		clients: newClientAddrs(opts.TrustedProxyHeader, opts.TrustedProxies),
+	}
+	return l
+}
+
+// sampledSpan is the request's span context; without a tracer, none
+// (and no walk up the request's context for it).
+func (l *requestLog) sampledSpan(r *http.Request) trace.SpanContext {
+	if !l.traced {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(r.Context())
+}
 
 // An accessLine is what the access log says about one request.
 type accessLine struct {
@@ -39,7 +79,7 @@ type accessLine struct {
 	traceID   trace.TraceID
 	spanID    trace.SpanID
 	clientID  string     // the verified token's client_id
-	clientIP  netip.Addr // the client's address (Server.clientIP)
+	clientIP  netip.Addr // the client's address (clientAddrs)
 	userAgent string     // as sent; log cuts it to maxUserAgent
 }
 
@@ -47,64 +87,6 @@ type accessLine struct {
 // before JSON escaping: enough for any real client's, and a client
 // cannot make lines of its choosing size.
 const maxUserAgent = 256
-
-// clientIP is the address the access log names the client by. Without a
-// trusted proxy header it is the TCP peer's: a client cannot choose it.
-// With one (Options.TrustedProxyHeader) it is the right-most address in
-// that header, the one the proxy in front of the service wrote, and the
-// peer's when the header holds no address (absent, "unknown", garbage).
-// Forwarded (RFC 7239) is read for the for= of its last element; any
-// other header as a comma-separated list (X-Forwarded-For, X-Real-IP).
-func (s *Server) clientIP(r *http.Request) netip.Addr {
-	if s.proxyHeader != "" {
-		if v := r.Header[s.proxyHeader]; len(v) > 0 {
-			if a, ok := forwardedAddr(v[len(v)-1], s.proxyHeader == "Forwarded"); ok {
-				return a
-			}
-		}
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
-// forwardedAddr is the right-most address of a proxy header's value.
-func forwardedAddr(v string, rfc7239 bool) (netip.Addr, bool) {
-	if i := strings.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
-	}
-	if rfc7239 {
-		found := false
-		for pair := range strings.SplitSeq(v, ";") {
-			name, value, _ := strings.Cut(strings.TrimSpace(pair), "=")
-			if strings.EqualFold(name, "for") {
-				v, found = value, true
-				break
-			}
-		}
-		if !found {
-			return netip.Addr{}, false
-		}
-	}
-	v = strings.Trim(strings.TrimSpace(v), `"`)
-	var a netip.Addr
-	var err error
-	// An address alone, or with a port ("192.0.2.1:443", "[2001:db8::1]:443"):
-	// chosen by shape, as a failed parse costs an allocation.
-	if strings.HasPrefix(v, "[") || strings.Count(v, ":") == 1 {
-		var ap netip.AddrPort
-		ap, err = netip.ParseAddrPort(v)
-		a = ap.Addr()
-	} else {
-		a, err = netip.ParseAddr(v)
-	}
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.Unmap().WithZone(""), true // a zone names an interface of the proxy's
-}
 
 // truncateUTF8 cuts s to at most n bytes, at the start of a rune.
 func truncateUTF8(s string, n int) string {

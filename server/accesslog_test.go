@@ -300,8 +300,9 @@ func TestAccessLogHitAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
+	var ranges []netip.Prefix
 	allocs := func(setting string, header ...string) float64 {
-		h, tok := hitHandler(t, func(o *Options) { o.TrustedProxyHeader = setting })
+		h, tok := hitHandler(t, func(o *Options) { o.TrustedProxyHeader, o.TrustedProxies = setting, ranges })
 		r := httptest.NewRequest(http.MethodGet, "/prodapi/v1/items/x", nil)
 		r.Header.Set("Authorization", tok)
 		r.Header.Set("Accept-Encoding", "gzip")
@@ -326,8 +327,12 @@ func TestAccessLogHitAllocatesNothing(t *testing.T) {
 		if tc.header != "" {
 			header = append(header, tc.header, tc.value)
 		}
-		if got := allocs(tc.setting, header...); got != base {
-			t.Errorf("%s %q: %.2f allocations per hit, %.2f without who asked", tc.header, tc.value, got, base)
+		// From any peer, and from a trusted one (httptest's 192.0.2.1),
+		// through trusted hops.
+		for _, ranges = range [][]netip.Prefix{nil, {netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("198.51.100.0/24")}} {
+			if got := allocs(tc.setting, header...); got != base {
+				t.Errorf("%s %q, ranges %v: %.2f allocations per hit, %.2f without who asked", tc.header, tc.value, ranges, got, base)
+			}
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/prodapi/prodapi/server/fairshare"
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
 )
@@ -30,6 +35,14 @@ type AuthOptions struct {
 	// Audience, when set, is the aud a token may carry; a token with any
 	// aud is refused unless it names Audience.
 	Audience string
+	// TokenURL, when set, is the token endpoint of Superdesk's auth server
+	// (PRODAPI_TOKEN_URL, an absolute http or https URL): the served
+	// OpenAPI document then offers OAuth 2 client credentials against it,
+	// and the reference page may reach its origin.
+	TokenURL string
+	// Issuer, when set, is the iss every token must carry
+	// (PRODAPI_ISSUER); a token without it, or with another, is refused.
+	Issuer string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -37,8 +50,16 @@ type AuthOptions struct {
 // Claims are what a verified token grants.
 type Claims struct {
 	ClientID string
-	Scopes   []string
-	Expires  time.Time
+	// Client names the client its limits count against: the token's
+	// client_id, else its sub, else a hash of the token.
+	Client  string
+	Scopes  []string
+	Expires time.Time
+
+	// share is Client's share of the fair-share limiter, kept with the
+	// claims of a remembered token (shareOf); nil until its first
+	// request.
+	share atomic.Pointer[fairshare.Share]
 }
 
 // Has reports whether the claims carry scope, by exact membership.
@@ -73,6 +94,11 @@ type verified struct {
 
 const maxMemo = 10000
 
+// maxAuthorization is the longest Authorization header read: a longer one
+// is refused (401, invalid_token) before any decoding. Superdesk's tokens
+// take well under 2 KiB; a forged one costs its refusal nothing more.
+const maxAuthorization = 8 << 10
+
 func newAuthenticator(opts AuthOptions) *authenticator {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -97,13 +123,19 @@ var (
 	errMalformed   = errors.New("token is not three base64url segments with a JSON object payload")
 	errNumericDate = errors.New("token date claim is not a JSON number")
 	errExtraWords  = errors.New("authorization header has words after the token")
+	errTooLong     = errors.New("authorization header is longer than maxAuthorization")
+	errIssuer      = errors.New("token issuer is not the one configured")
 )
 
 // verify returns the claims of the request's token, or an error (401),
 // a remembered token judged at now (the request's time). A token not yet
 // remembered is parsed and judged on the options' clock.
 func (a *authenticator) verify(r *http.Request, now time.Time) (*Claims, error) {
-	tok, err := tokenFrom(header(r.Header, "Authorization"))
+	h := header(r.Header, "Authorization")
+	if len(h) > maxAuthorization {
+		return nil, errTooLong
+	}
+	tok, err := tokenFrom(h)
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +183,18 @@ func (a *authenticator) parse(tok string) (*Claims, time.Time, error) {
 	if len(tc.Audience) > 0 && (a.opts.Audience == "" || !slices.Contains(tc.Audience, a.opts.Audience)) {
 		return nil, time.Time{}, errAudience
 	}
+	if a.opts.Issuer != "" && tc.Issuer != a.opts.Issuer {
+		return nil, time.Time{}, errIssuer
+	}
 	scopes, err := parseScope(tc.Scope)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	c := &Claims{ClientID: tc.ClientID, Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	c := &Claims{ClientID: tc.ClientID, Client: cmp.Or(tc.ClientID, tc.Subject), Scopes: scopes, Expires: tc.ExpiresAt.Time}
+	if c.Client == "" {
+		sum := sha256.Sum256([]byte(tok))
+		c.Client = "#" + hex.EncodeToString(sum[:16])
+	}
 	var nbf time.Time
 	if tc.NotBefore != nil {
 		nbf = tc.NotBefore.Time
@@ -259,35 +298,42 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // authorize checks the request's token and, when scope is not empty, that
-// it grants scope (401, 403). The client a verified token names goes to
-// the access log, refused for its scope or not.
+// it grants scope (401, 403), then its client's rate limit (429). The
+// client a verified token names goes to the access log, refused for its
+// scope or not.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope string) error {
 	c, err := s.authenticate(w, r)
-	if err != nil || c == nil {
+	if err != nil {
 		return err
 	}
-	if scope != "" && !c.Has(scope) {
+	if c != nil && scope != "" && !c.Has(scope) {
+		s.limits.Charge(w.Header(), s.shareOf(c, s.requestTime(w)), s.requestTime(w)) // refused, and still a request
 		return forbidden(c, scope)
 	}
-	return nil
+	return s.admit(w, r, c)
 }
 
-// authenticate checks the request's token (401) and returns what it
-// grants, naming its client in the access log; nil claims with
-// authentication off.
+// authenticate checks the request's address limit (429) and token (401)
+// and returns what the token grants, naming its client in the access
+// log; nil claims with authentication off. A token refused counts
+// against its address's limit.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, error) {
+	if err := s.checkAddress(w, r); err != nil {
+		return nil, err
+	}
 	if !s.auth.opts.Enabled {
 		return nil, nil
 	}
 	c, err := s.auth.verify(r, s.requestTime(w))
 	if err != nil {
-		return nil, &httpError{
-			status: http.StatusUnauthorized, msg: msgCredentials, err: err,
-			header: http.Header{"Www-Authenticate": {challenge(err)}},
+		s.unauthenticated(w, r)
+		return nil, &httperr.Error{
+			Status: http.StatusUnauthorized, Msg: msgCredentials, Err: err,
+			Header: http.Header{"Www-Authenticate": {challenge(err)}},
 		}
 	}
 	if info := infoOf(w); info != nil {
-		info.clientID = c.ClientID
+		info.clientID, info.client = c.ClientID, c.Client
 	}
 	return c, nil
 }
@@ -295,10 +341,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, 
 // forbidden is the 403 of a token that lacks scope: the original's body,
 // and a challenge naming the scope (space-separated scopes, any of which
 // would do, for an endpoint that takes several).
-func forbidden(c *Claims, scope string) *httpError {
-	return &httpError{status: http.StatusForbidden, msg: msgInvalidScope,
-		err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
-		header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
+func forbidden(c *Claims, scope string) *httperr.Error {
+	return &httperr.Error{Status: http.StatusForbidden, Msg: msgInvalidScope,
+		Err:    fmt.Errorf("token of client %q lacks %s", c.ClientID, scope),
+		Header: http.Header{"Www-Authenticate": {scopeChallenge(scope)}},
 	}
 }
 
@@ -318,8 +364,10 @@ var tokenFaults = []struct {
 	{jwt.ErrTokenSignatureInvalid, "the token's signature is invalid"}, // also any algorithm but HS256
 	{jwt.ErrTokenRequiredClaimMissing, "the token has no expiry"},
 	{errAudience, "the token is for another audience"},
+	{errIssuer, "the token is from another issuer"},
 	{errBadScope, "the token's scope claim is malformed"},
 	{errExtraWords, "the Authorization header has words after the token"},
+	{errTooLong, "the Authorization header is longer than 8 KiB"},
 	{errNoSecret, "the token cannot be verified"},
 }
 

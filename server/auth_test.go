@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -134,6 +135,18 @@ func TestVerify(t *testing.T) {
 		{name: "garbage", desc: "the token is malformed", token: "not.a.token"},
 		{name: "two segments", desc: "the token is malformed", token: "abc.def"},
 		{name: "no secret", desc: "the token cannot be verified", token: good, opts: func(o *AuthOptions) { o.Secret = nil }},
+		{name: "issuer configured", token: good, opts: func(o *AuthOptions) { o.Issuer = "Superdesk Auth Server" }, ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		{name: "another issuer", desc: "the token is from another issuer", token: withClaims(func(c jwt.MapClaims) { c["iss"] = "elsewhere" }),
+			opts: func(o *AuthOptions) { o.Issuer = "Superdesk Auth Server" }},
+		{name: "no issuer", desc: "the token is from another issuer", token: withClaims(func(c jwt.MapClaims) { delete(c, "iss") }),
+			opts: func(o *AuthOptions) { o.Issuer = "Superdesk Auth Server" }},
+		{name: "any issuer when none is configured", token: withClaims(func(c jwt.MapClaims) { c["iss"] = "elsewhere" }), ok: true, wantScop: []string{"ARCHIVE_READ"}},
+		// Refused for its length alone, before any decoding: valid as it
+		// is, and one byte under the limit a token that is no token.
+		{name: "a valid token over 8 KiB", desc: "the Authorization header is longer than 8 KiB",
+			token: withClaims(func(c jwt.MapClaims) { c["pad"] = strings.Repeat("x", maxAuthorization) })},
+		{name: "8 KiB exactly", desc: "the token is malformed", token: strings.Repeat("x", maxAuthorization-len("Bearer "))},
+		{name: "one byte over 8 KiB", desc: "the Authorization header is longer than 8 KiB", token: strings.Repeat("x", maxAuthorization-len("Bearer ")+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := AuthOptions{Enabled: true, Secret: testSecret, Now: func() time.Time { return testNow }}
@@ -251,6 +264,7 @@ func TestAuthChallenges(t *testing.T) {
 		{"bad signature", "/prodapi/v1/items", "Bearer " + forged, 401, body401, invalid + `"the token's signature is invalid"`},
 		{"malformed", "/prodapi/v1/items", "Bearer not.a.token", 401, body401, invalid + `"the token is malformed"`},
 		{"malformed, home", "/prodapi/v1", "Bearer x", 401, body401, invalid + `"the token is malformed"`},
+		{"64 KiB", "/prodapi/v1/items", forgedAuthorization("claims", 64<<10), 401, body401, invalid + `"the Authorization header is longer than 8 KiB"`},
 		{"scope lacking", "/prodapi/v1/items", token(t, "DESKS_READ"), 403, body403,
 			`Bearer realm="prodapi", error="insufficient_scope", scope="ARCHIVE_READ"`},
 		{"scope lacking, detail", "/prodapi/v1/users/x", token(t, "DESKS_READ"), 403, body403,
@@ -284,6 +298,71 @@ func TestQuoted(t *testing.T) {
 	} {
 		if got := quoted(in); got != want {
 			t.Errorf("quoted(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// forgedAuthorization is an Authorization header of size bytes that no
+// secret signed, of one shape: junk (no JWT at all), claims (a payload of
+// thousands of distinct claim names) or scope (one long scope string).
+func forgedAuthorization(shape string, size int) string {
+	const prefix = "Bearer "
+	b64 := base64.RawURLEncoding.EncodeToString
+	head := b64([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "."
+	sig := "." + b64(make([]byte, 32))
+	// The payload's JSON is 3/4 of what its base64 may take.
+	room := (size - len(prefix) - len(head) - len(sig)) * 3 / 4
+	var payload []byte
+	switch shape {
+	case "junk":
+		junk := make([]byte, size-len(prefix))
+		for i := range junk {
+			junk[i] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."[i*7919%65]
+		}
+		return prefix + string(junk)
+	case "claims":
+		payload = []byte(`{"exp":4102444800`)
+		for i := 0; len(payload)+16 < room; i++ {
+			payload = fmt.Appendf(payload, `,"c%d":%d`, i, i%10)
+		}
+	case "scope":
+		payload = []byte(`{"exp":4102444800,"scope":"`)
+		for len(payload)+16 < room {
+			payload = append(payload, "ARCHIVE_READ "...)
+		}
+		payload = append(payload, '"')
+	default:
+		panic("forgedAuthorization: no shape " + shape)
+	}
+	payload = append(payload, '}')
+	return prefix + head + b64(payload) + sig
+}
+
+// A forged Authorization header of any shape and any size is a 401 with
+// invalid_token: over 8 KiB for its length, under it once read to the
+// end (BenchmarkForgedAuthorization measures what each costs).
+func TestForgedAuthorization(t *testing.T) {
+	ts := newTestServer(t, staticLoader(okRep(`{"_items":[]}`), nil))
+	for _, shape := range []string{"junk", "claims", "scope"} {
+		for _, size := range []int{maxAuthorization - 64, 64 << 10} {
+			t.Run(fmt.Sprintf("%s/%d", shape, size), func(t *testing.T) {
+				auth := forgedAuthorization(shape, size)
+				if len(auth) > size || len(auth) < size-64 {
+					t.Fatalf("the header has %d bytes, want about %d", len(auth), size)
+				}
+				desc := "the token's signature is invalid" // read to the end, and refused for it
+				switch {
+				case size > maxAuthorization:
+					desc = "the Authorization header is longer than 8 KiB"
+				case shape == "junk":
+					desc = "the token is malformed"
+				}
+				res := do(t, ts, http.MethodGet, "/prodapi/v1/items", "Authorization", auth)
+				want := `Bearer realm="prodapi", error="invalid_token", error_description="` + desc + `"`
+				if got := res.header.Get("Www-Authenticate"); res.status != 401 || got != want {
+					t.Errorf("%d, WWW-Authenticate %q; want 401, %q", res.status, got, want)
+				}
+			})
 		}
 	}
 }

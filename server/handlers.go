@@ -1,19 +1,17 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/sources"
-	"github.com/prodapi/prodapi/sources/codec"
 )
 
 func resources() []*sources.Resource { return sources.Resources() }
@@ -28,17 +26,14 @@ func (s *Server) getHome(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getList answers /<resource>: auth, then parameters, then the loader.
+// getList answers /<resource>: auth, then parameters, then min_position,
+// then the loader.
 func (s *Server) getList(res *sources.Resource) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
-		q, err := s.queries.parse(res, "", r.URL.RawQuery)
-		if err != nil {
-			return err
-		}
-		return s.serve(w, r, q)
+		return s.query(w, r, res, "")
 	}
 }
 
@@ -53,23 +48,40 @@ func (s *Server) getDetail(res *sources.Resource) handlerFunc {
 			id, err = url.PathUnescape(rawID)
 		}
 		if err != nil || !validID(id) {
-			return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+			return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 		}
 		if err := s.authorize(w, r, res.Scope); err != nil {
 			return err
 		}
-		q, err := s.queries.parse(res, id, r.URL.RawQuery)
-		if err != nil {
-			return err
-		}
-		return s.serve(w, r, q)
+		return s.query(w, r, res, id)
 	}
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
-	rep, err := s.load.Load(r.Context(), q)
+// query answers a list (id "") or a detail of res whose token was
+// checked: its parameters (400), then, when min_position names a
+// position of the change log, the wait for this replica to apply it
+// (400, 410, 503), then the loader.
+func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Resource, id string) error {
+	raw, pos, fresh, err := cutMinPosition(r.URL.RawQuery)
 	if err != nil {
 		return err
+	}
+	q, err := s.queries.parse(res, id, raw)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		if q, err = s.atLeast(r.Context(), s.clientOf(w, r), q, pos); err != nil {
+			return err
+		}
+	}
+	return s.serve(w, r, q)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, q *sources.Query) error {
+	rep, err := s.loadAs(w, r, q)
+	if err != nil {
+		return s.hold(w, r, err) // a load refused at its client's limit
 	}
 	s.writeRepresentation(w, r, rep)
 	return nil
@@ -102,17 +114,17 @@ func assetID(id string) bool {
 func (s *Server) getAsset(w http.ResponseWriter, r *http.Request) error {
 	id, err := url.PathUnescape(chi.URLParam(r, "*"))
 	if err != nil || !assetID(id) {
-		return &httpError{status: http.StatusNotFound, msg: msgNotFound}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound}
 	}
 	if err := s.authorize(w, r, sources.ScopeArchive); err != nil {
 		return err
 	}
 	if s.assets == nil {
-		return &httpError{status: http.StatusNotFound, msg: msgAssetNotFound}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgAssetNotFound}
 	}
 	a, err := s.assets.Asset(r.Context(), id)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &httpError{status: http.StatusNotFound, msg: msgAssetNotFound, err: err}
+		return &httperr.Error{Status: http.StatusNotFound, Msg: msgAssetNotFound, Err: err}
 	}
 	if err != nil {
 		return err
@@ -188,7 +200,7 @@ func (e *envelopeErrors) WriteHeader(status int) {
 	if status == http.StatusRequestedRangeNotSatisfiable {
 		msg = "The requested range cannot be satisfied."
 	}
-	e.s.writeError(e.ResponseWriter, e.r, &httpError{status: status, msg: msg})
+	e.s.writeError(e.ResponseWriter, e.r, &httperr.Error{Status: status, Msg: msg})
 }
 
 func (e *envelopeErrors) Write(b []byte) (int, error) {
@@ -205,92 +217,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write([]byte(`{"status":"ok"}`))
-}
-
-// handleReady answers whether this replica takes traffic, and how its
-// dependencies are. Readiness is the replica's own: 200 while it serves,
-// 503 once it drains (Drain, on SIGTERM) so that load balancers stop
-// sending before the listener closes. A backend outage does not make it
-// unready: every replica shares the backends, and a fleet that turned
-// unready together would have no endpoint left to serve its stale
-// entries from. With Options.ReadyRequiresBackends it also answers 503
-// while no critical check passes, as readiness did before.
-//
-// Every check is probed at once, each under a second; the body names
-// each one's state, never an error's text: {"status": "ready" (all
-// pass), "degraded" (some fail), "unavailable" (no backend, when that
-// decides) or "draining", "checks": {...}}, and "notes": {...} when a
-// check has something to say (Check.Note). Each probe also sets
-// prodapi_check_up{check}.
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-	defer cancel()
-	states := s.probe(ctx)
-	checks, notes := sources.NewDoc(), sources.NewDoc()
-	critical, up, allUp := 0, 0, true
-	for i, c := range s.checks {
-		checks.Set(c.Name, states[i])
-		if c.Note != nil {
-			if n := c.Note(); n != "" {
-				notes.Set(c.Name, n)
-			}
-		}
-		if states[i] != "ok" {
-			allUp = false
-		}
-		if c.Critical {
-			critical++
-			if states[i] == "ok" {
-				up++
-			}
-		}
-	}
-	status, code := "ready", http.StatusOK
-	switch {
-	case s.draining.Load():
-		status, code = "draining", http.StatusServiceUnavailable
-	case s.requireBackends && critical > 0 && up == 0:
-		status, code = "unavailable", http.StatusServiceUnavailable
-	case !allUp:
-		status = "degraded"
-	}
-	doc := sources.D("status", status, "checks", checks)
-	if notes.Len() > 0 {
-		doc.Set("notes", notes)
-	}
-	body := codec.AppendJSON(nil, doc)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	w.Write(body)
-}
-
-// probe runs every check at once and returns their states in order: ok,
-// timeout or unavailable. It records each in prodapi_check_up.
-func (s *Server) probe(ctx context.Context) []string {
-	states := make([]string, len(s.checks))
-	var wg sync.WaitGroup
-	for i, c := range s.checks {
-		wg.Go(func() {
-			switch err := c.Probe(ctx); {
-			case err == nil:
-				states[i] = "ok"
-			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sources.ErrTimeout):
-				states[i] = "timeout"
-			default:
-				states[i] = "unavailable"
-			}
-		})
-	}
-	wg.Wait()
-	for i, c := range s.checks {
-		v := 0.0
-		if states[i] == "ok" {
-			v = 1
-		}
-		s.checkUp.Set(v, c.Name)
-	}
-	return states
 }
 
 // handleMetrics exposes the registry: OpenMetrics when the scraper asks

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/prodapi/prodapi/server/httperr"
 )
 
 // MaxHeaderBytes is the most a request's header (request line included)
@@ -41,7 +43,7 @@ func headerBytes(r *http.Request) int {
 func (s *Server) limitHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if headerBytes(r) > MaxHeaderBytes {
-			s.writeError(w, r, &httpError{status: http.StatusRequestHeaderFieldsTooLarge, msg: msgHeadersTooLarge})
+			s.writeError(w, r, &httperr.Error{Status: http.StatusRequestHeaderFieldsTooLarge, Msg: msgHeadersTooLarge})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -78,13 +80,13 @@ func envelopePlainError(p []byte) (_ []byte, ok bool) {
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		msg = msgHeadersTooLarge
 	}
-	body := errorBody(status, msg)
+	body := httperr.Body(status, msg)
 	b := make([]byte, 0, 160+len(body))
 	b = append(b, proto...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(status)...)
-	b = append(b, "\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: "...)
+	b = append(b, "\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\n\r\n"...)
 	return append(b, body...), true

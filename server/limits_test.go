@@ -72,6 +72,9 @@ func TestNetHTTPErrorsInTheEnvelope(t *testing.T) {
 			if status != tc.status || header.Get("Content-Type") != "application/json" || !strings.HasPrefix(body, want) {
 				t.Errorf("got %d %q %q, want %d in the envelope", status, header.Get("Content-Type"), body, tc.status)
 			}
+			if got := header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options %q, want nosniff", got)
+			}
 		})
 	}
 	if n := loads.Load(); n != 0 {

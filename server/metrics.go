@@ -77,8 +77,12 @@ func newDurationTable(hist *metrics.Histogram, requests *metrics.Counter) *durat
 	return &durationTable{hist: hist, requests: requests, routes: map[string]*durationRow{}}
 }
 
-// add makes the row of route, with its server-error counters at 0.
+// add makes the row of route, with its server-error counters at 0, unless
+// it has one (both routers have "unmatched").
 func (t *durationTable) add(route string) {
+	if t.routes[route] != nil {
+		return
+	}
 	row := new(durationRow)
 	for i, code := range commonCodes {
 		if code >= 500 {

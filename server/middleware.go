@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prodapi/prodapi/server/fairshare"
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 )
@@ -38,6 +41,19 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// client names the client of the request's verified token, as its
+	// limits and caps count it (Claims.Client); "" without one.
+	client string
+	// clientAddr is the client's address (Server.clientAddr), set by
+	// requestID.
+	clientAddr netip.Addr
+	// share is the request's client's share of the fair-share limiter,
+	// which its loads are charged to; nil: none.
+	share *fairshare.Share
+	// untimed: a request that waits (a /changes long poll or stream),
+	// which the feed times in its own histograms, and the request-duration
+	// histogram leaves out.
+	untimed bool
 }
 
 // infoOf finds the request's requestInfo under w and the writers that
@@ -122,24 +138,28 @@ func (g *requestIDs) next() []string {
 // requestID takes X-Request-Id from the request when it is sane, or makes
 // one, and echoes it on the response; it makes the request's requestInfo
 // the response writer. requestInfos are reused: nothing may keep the
-// writer after its handler returned.
-func (s *Server) requestID(next http.Handler) http.Handler {
+// writer after its handler returned. Every answer also carries
+// X-Content-Type-Options: nosniff, whoever writes it: no browser is to
+// take a JSON answer, or an error's, for anything else.
+func (l *requestLog) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var vals []string
 		if id := r.Header["X-Request-Id"]; len(id) > 0 && saneID(id[0]) {
 			vals = id[:1:1]
 		} else {
-			vals = s.ids.next()
+			vals = l.ids.next()
 		}
-		w.Header()["X-Request-Id"] = vals
-		info, _ := s.infos.Get().(*requestInfo)
+		h := w.Header()
+		h["X-Request-Id"] = vals
+		h["X-Content-Type-Options"] = hdrNosniff
+		info, _ := l.infos.Get().(*requestInfo)
 		if info == nil {
 			info = new(requestInfo)
 		}
-		*info = requestInfo{ResponseWriter: w, id: vals[0]}
+		*info = requestInfo{ResponseWriter: w, id: vals[0], clientAddr: l.clients.addr(r)}
 		next.ServeHTTP(info, r)
 		*info = requestInfo{}
-		s.infos.Put(info)
+		l.infos.Put(info)
 	})
 }
 
@@ -161,10 +181,10 @@ func saneID(id string) bool {
 // the trace and span (when tracing), the token's client_id, the client's
 // address and its User-Agent (truncated). Never a token, another header
 // or a query string. 5xx are errors, everything else info.
-func (s *Server) accessLog(next http.Handler) http.Handler {
+func (l *requestLog) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.inFlight.Inc()
-		defer s.inFlight.Dec() // also when http.ErrAbortHandler passes through
+		l.inFlight.Inc()
+		defer l.inFlight.Dec() // also when http.ErrAbortHandler passes through
 		start := time.Now()
 		info := infoOf(w)
 		info.start = start
@@ -175,25 +195,27 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		s.durations.count(route, status)
-		obs := s.durations.observer(route, info.outcome, status)
-		sc := s.sampledSpan(r)
-		if sc.IsSampled() {
-			metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
-		} else {
-			obs.Observe(d.Seconds())
+		l.durations.count(route, status)
+		sc := l.sampledSpan(r)
+		if !info.untimed {
+			obs := l.durations.observer(route, info.outcome, status)
+			if sc.IsSampled() {
+				metrics.ObserveWithTrace(obs, d.Seconds(), sc.TraceID().String())
+			} else {
+				obs.Observe(d.Seconds())
+			}
 		}
 		// Recorded above for every request: only the log line is sampled.
-		if info.outcome == outcomeHit && !s.access.hits.pick() {
+		if info.outcome == outcomeHit && !l.lines.hits.pick() {
 			return
 		}
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		s.access.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
+		l.lines.log(r.Context(), accessLine{time: start, level: level, method: r.Method, route: route, path: r.URL.Path,
 			status: status, bytes: info.bytes, duration: d, id: info.id, outcome: info.outcome, err: info.err,
-			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: s.clientIP(r),
+			traceID: sc.TraceID(), spanID: sc.SpanID(), clientID: info.clientID, clientIP: l.clientAddr(w, r),
 			userAgent: header(r.Header, "User-Agent")})
 	})
 }
@@ -244,7 +266,7 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 func (s *Server) limitTarget(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.RequestURI) > query.MaxTarget {
-			s.writeError(w, r, &httpError{status: http.StatusRequestURITooLong, msg: msgTargetTooLong})
+			s.writeError(w, r, &httperr.Error{Status: http.StatusRequestURITooLong, Msg: msgTargetTooLong})
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prodapi/prodapi/server/httperr"
+	"github.com/prodapi/prodapi/server/negotiate"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -29,7 +31,7 @@ func (s *Server) writeRepresentation(w http.ResponseWriter, r *http.Request, rep
 		h["Age"] = []string{strconv.FormatInt(int64(age/time.Second), 10)}
 	}
 	if rep.Status == http.StatusNotFound {
-		s.writeError(w, r, &httpError{status: http.StatusNotFound, msg: msgNotFound})
+		s.writeError(w, r, &httperr.Error{Status: http.StatusNotFound, Msg: msgNotFound})
 		return
 	}
 	if rep.Total >= 0 {
@@ -57,7 +59,7 @@ func (s *Server) writeTyped(w http.ResponseWriter, r *http.Request, rep *sources
 	h["Content-Type"] = contentType
 	h["Cache-Control"] = []string{cacheControl}
 	h["Vary"] = hdrVary
-	zipped := rep.Gzip != nil && acceptsGzip(r)
+	zipped := rep.Gzip != nil && negotiate.Gzip(r)
 	if rep.ETag != "" {
 		etag := rep.ETag
 		if zipped {
@@ -100,6 +102,7 @@ var (
 	hdrJavaScript = []string{"text/javascript; charset=utf-8"}
 	hdrVary       = []string{"Accept-Encoding"}
 	hdrGzip       = []string{"gzip"}
+	hdrNosniff    = []string{"nosniff"}
 )
 
 // gzipETag is the validator of a body's gzip coding: strong validators
@@ -148,60 +151,6 @@ func matchesETag(header, etag string) bool {
 		}
 	}
 	return false
-}
-
-// acceptsGzip reports whether Accept-Encoding allows gzip (RFC 9110
-// §12.5.3): gzip (or x-gzip) named with a q above 0, or else * with a q
-// above 0. Names and the q parameter are case-insensitive; q=0 means "not
-// acceptable", and an explicit gzip entry overrides *. An element whose q
-// does not parse is ignored.
-func acceptsGzip(r *http.Request) bool {
-	gzipQ, starQ := -1.0, -1.0
-	eachWeighted(r.Header["Accept-Encoding"], func(coding string, q float64) {
-		switch {
-		case strings.EqualFold(coding, "gzip"), strings.EqualFold(coding, "x-gzip"):
-			gzipQ = max(gzipQ, q)
-		case coding == "*":
-			starQ = max(starQ, q)
-		}
-	})
-	if gzipQ >= 0 {
-		return gzipQ > 0
-	}
-	return starQ > 0
-}
-
-// eachWeighted calls f with each element of a header's comma-separated
-// list of weighted names (Accept, Accept-Encoding): the name, trimmed,
-// and its q. Elements whose q does not parse are skipped.
-func eachWeighted(values []string, f func(name string, q float64)) {
-	for _, v := range values {
-		for part := range strings.SplitSeq(v, ",") {
-			name, params, _ := strings.Cut(part, ";")
-			if q, ok := qValue(params); ok {
-				f(strings.TrimSpace(name), q)
-			}
-		}
-	}
-}
-
-// qValue returns the weight among an Accept-Encoding element's
-// parameters: 1 when there is none; ok is false when it is not a number
-// from 0 to 1.
-func qValue(params string) (q float64, ok bool) {
-	q = 1
-	for p := range strings.SplitSeq(params, ";") {
-		name, val, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if !strings.EqualFold(strings.TrimSpace(name), "q") {
-			continue
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil || f < 0 || f > 1 {
-			return 0, false
-		}
-		q = f
-	}
-	return q, true
 }
 
 func gunzip(b []byte) ([]byte, error) {

@@ -1,10 +1,13 @@
-// Package server serves the /prodapi/v1 API over HTTP: routing, token
-// checks, parameter validation (server/query), and writing the
-// representations a Loader (the cache, in front of the Renderer)
-// produces. It also serves /changes, the fleet's change log (a
-// ChangeLog the cache keeps), pulled as JSON pages and long polls or
-// pushed as Server-Sent Events (changes.go, changes_stream.go). It never
-// imports a backend driver or adapter.
+// Package server serves the /prodapi/v1 API over HTTP: routing,
+// middleware, token checks, parameter validation (server/query), and
+// writing the representations a Loader (the cache, in front of the
+// Renderer) produces, and every error a handler returns (errors.go, in
+// the envelope server/httperr writes). It mounts /changes, whose answers
+// are server/changes's, behind the same routes, middleware and token
+// checks, and has the feed wait before a list or detail that names
+// min_position (feed.go). The probes (/healthz, /readyz) and /metrics are
+// not the API's: OpsHandler serves them, for a listener of their own. It
+// never imports a backend driver or adapter.
 package server
 
 import (
@@ -12,16 +15,18 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/prodapi/prodapi/server/changes"
+	"github.com/prodapi/prodapi/server/fairshare"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/server/query"
 	"github.com/prodapi/prodapi/sources"
@@ -38,8 +43,8 @@ type Options struct {
 	Auth    AuthOptions
 	// Assets serves /assets/<media_id>; nil answers 404.
 	Assets sources.AssetStore
-	// Checks are probed by /readyz, which reports each one's state in its
-	// body and in prodapi_check_up{check}.
+	// Checks are probed by /readyz (OpsHandler), which reports each one's
+	// state in its body and in prodapi_check_up{check}.
 	Checks []Check
 	// ReadyRequiresBackends makes readiness depend on the backends
 	// (PRODAPI_READY_REQUIRES_BACKENDS): /readyz answers 503 while no
@@ -48,7 +53,8 @@ type Options struct {
 	// outage a rule on them would take the whole fleet out at once, and
 	// with it the stale entries it would serve.
 	ReadyRequiresBackends bool
-	// Metrics are exposed at /metrics; nil exposes an empty registry.
+	// Metrics are exposed at OpsHandler's /metrics; nil exposes a
+	// registry of the server's own.
 	Metrics *metrics.Metrics
 	Logger  *slog.Logger
 	// AccessLog, when set, receives the access log: one JSON line per
@@ -61,11 +67,14 @@ type Options struct {
 	AccessLogHits *float64
 	// TrustedProxyHeader names the header the proxy in front of the
 	// service writes the client's address in (X-Forwarded-For,
-	// Forwarded, X-Real-IP...); the access log's client_ip is then the
-	// right-most address in it. Empty: the TCP peer's address, and no
-	// header is believed.
+	// Forwarded, X-Real-IP...). Empty: the client is the TCP peer, and
+	// no header is believed.
 	TrustedProxyHeader string
-	Now                func() time.Time
+	// TrustedProxies are the proxies' address ranges: the header is
+	// believed only from a peer in one, and read past every address in
+	// one (clientAddrs). Empty: from any peer, its right-most address.
+	TrustedProxies []netip.Prefix
+	Now            func() time.Time
 	// Tracer, when set, gives every request a server span that honours
 	// the client's W3C traceparent, and exemplars to the request-duration
 	// histogram. Nil: no tracing, at no cost.
@@ -75,11 +84,14 @@ type Options struct {
 	// secret of this process's own, so cursors do not survive a restart
 	// and fail on other replicas.
 	CursorSecret []byte
-	// Changes is the fleet's change log, served at /changes; nil:
-	// /changes answers 404, as an unknown URL does.
-	Changes ChangeLog
-	// Streams bound /changes event streams and long polls.
-	Streams StreamOptions
+	// Changes answers /changes (server/changes, in front of the fleet's
+	// change log); nil: /changes answers 404, as an unknown URL does.
+	Changes *changes.Feed
+	// Limits is the fair-share limiter (server/fairshare): the address
+	// limit before authentication, the client's after it, and the loads
+	// its requests start, through the context the loader gets. Nil: no
+	// limits.
+	Limits *fairshare.Limiter
 }
 
 // A Check is one dependency /readyz probes.
@@ -117,39 +129,25 @@ type Server struct {
 	load    Loader
 	auth    *authenticator
 	assets  sources.AssetStore
-	checks  []Check
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 	now     func() time.Time
 	clocked bool // Options.Now or AuthOptions.Now was given: read it, not the request's start
 	prefix  string
 	baseURL string
-	// proxyHeader is Options.TrustedProxyHeader in canonical form; "":
-	// none.
-	proxyHeader string
 
 	home, homeETag []byte
-	ids            *requestIDs
-	infos          sync.Pool // *requestInfo
-	access         *accessLogger
 	queries        *queryMemo
-	requests       *metrics.Counter
 	panics         *metrics.Counter
-	inFlight       metrics.GaugeSeries
-	durations      *durationTable
 	metricsHandler http.Handler
 	tracer         trace.Tracer // nil: no spans
 
-	// requireBackends and draining decide /readyz (handleReady).
-	requireBackends bool
-	draining        atomic.Bool
-	checkUp         *metrics.Gauge
-	// The change feed (changes.go); changes nil: none.
-	changes       ChangeLog
-	streamOpts    StreamOptions
-	waiters       *waiters
-	changeMetrics *changeMetrics
-	afterFunc     afterFunc // tests move their own clock
+	// The parts with state of their own: the middleware that opens and
+	// closes every request, /readyz, /changes.
+	requests *requestLog
+	ready    *readiness
+	feed     *changes.Feed      // nil: no /changes
+	limits   *fairshare.Limiter // nil: no limits
 }
 
 // New returns a server answering list and detail requests with load.
@@ -158,17 +156,12 @@ func New(load Loader, opts Options) *Server {
 		load:    load,
 		auth:    newAuthenticator(opts.Auth),
 		assets:  opts.Assets,
-		checks:  opts.Checks,
 		metrics: opts.Metrics,
 		logger:  opts.Logger,
 		now:     opts.Now,
 		prefix:  "/" + strings.Trim(opts.Prefix, "/") + "/v1",
 		baseURL: strings.TrimRight(opts.BaseURL, "/"),
 	}
-	if opts.TrustedProxyHeader != "" {
-		s.proxyHeader = http.CanonicalHeaderKey(opts.TrustedProxyHeader)
-	}
-	s.requireBackends = opts.ReadyRequiresBackends
 	if s.baseURL == "" {
 		s.baseURL = "http://localhost:5500"
 	}
@@ -188,29 +181,16 @@ func New(load Loader, opts Options) *Server {
 	if s.metrics == nil {
 		s.metrics = metrics.NewMetrics()
 	}
-	s.requests = s.metrics.Counter("prodapi_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	s.panics = s.metrics.Counter("prodapi_http_panics_total", "Handler panics recovered (each answered 500).")
-	s.checkUp = s.metrics.Gauge("prodapi_check_up",
-		"1 while the named check of /readyz (mongo, elastic, sandbox, redis, change_feed) passed its last probe, 0 while it failed.", "check")
-	s.inFlight = s.metrics.Gauge("prodapi_http_requests_in_flight", "HTTP requests being answered.").Series()
-	s.durations = newDurationTable(s.metrics.Histogram("prodapi_http_request_duration_seconds",
-		"Time from a request's arrival at the handler to its last byte written, by route and cache outcome "+
-			"(hit, stale, miss, collapsed, bypass, error, none).",
-		nil, "route", "outcome"), s.requests)
+	s.ready = newReadiness(opts.Checks, opts.ReadyRequiresBackends, s.metrics)
 	s.metricsHandler = s.metrics.Handler()
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/server")
 	}
-	s.changes = opts.Changes
-	s.streamOpts = opts.Streams.withDefaults()
-	s.waiters = newWaiters(s.streamOpts.Max)
-	s.afterFunc = realAfterFunc
-	if s.changes != nil {
-		s.changeMetrics = newChangeMetrics(s.metrics)
-	}
-	s.ids = newRequestIDs()
+	s.feed = opts.Changes
+	s.limits = opts.Limits
+	s.requests = newRequestLog(opts, s.logger, s.metrics)
 	s.queries = newQueryMemo(newCursors(opts.CursorSecret, s.now))
-	s.access = &accessLogger{w: opts.AccessLog, logger: s.logger, hits: newSampler(opts.AccessLogHits)}
 	s.home = homeBody()
 	s.homeETag = []byte(sources.ETag(s.home))
 	return s
@@ -233,7 +213,31 @@ func newCursors(secret []byte, now func() time.Time) *query.Cursors {
 // Drain marks the server as draining: /readyz answers 503 from then on,
 // so that load balancers stop sending before the listener closes. main
 // calls it on SIGTERM, before http.Server.Shutdown.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() { s.ready.draining.Store(true) }
+
+// EndStreams ends every /changes event stream and long poll at once, and
+// refuses new ones (changes.Feed.End). http.Server.Shutdown waits for
+// requests to finish, and these would hold it for their whole length:
+// register EndStreams with its RegisterOnShutdown. (Drain, before it,
+// only turns /readyz away.)
+func (s *Server) EndStreams() {
+	if s.feed != nil {
+		s.feed.End()
+	}
+}
+
+// EndOldestPoll answers the /changes long poll that has waited the
+// longest at once (its empty page, on a connection that then closes),
+// and returns its connection as the http.Server accepted it; nil when no
+// long poll waits (changes.Feed.EndOldestPoll). The connection cap calls
+// it to make room when no connection is idle; the connection is known
+// only with ConnContext as the http.Server's.
+func (s *Server) EndOldestPoll() net.Conn {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.EndOldestPoll()
+}
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.
 func homeBody() []byte {
@@ -288,10 +292,18 @@ func header(h http.Header, key string) string {
 // handlerFunc is a handler that returns its failure; handle writes it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// handle adapts h, writing the failure it returns; once h has begun its
+// answer (a stream that ended), the failure is for the access log alone.
 func (s *Server) handle(h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			s.writeError(w, r, err)
+		err := h(w, r)
+		if err == nil {
+			return
 		}
+		if info := infoOf(w); info != nil && info.status != 0 {
+			info.err = err
+			return
+		}
+		s.writeError(w, r, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const (
@@ -29,6 +30,7 @@ const (
 type testServer struct {
 	*httptest.Server
 	srv   *Server
+	ops   *httptest.Server // the operator listener's handler
 	loads atomic.Int64
 }
 
@@ -45,8 +47,11 @@ func newTestServer(t *testing.T, load LoaderFunc, edit ...func(*Options)) *testS
 		return load(ctx, q)
 	})
 	ts.srv = New(counting, opts)
-	ts.Server = httptest.NewServer(ts.srv.Handler())
+	api, ops := ts.srv.Handler(), ts.srv.OpsHandler() // both before either serves
+	ts.Server = httptest.NewServer(api)
 	t.Cleanup(ts.Close)
+	ts.ops = httptest.NewServer(ops)
+	t.Cleanup(ts.ops.Close)
 	return ts
 }
 
@@ -67,24 +72,17 @@ type response struct {
 
 func do(t *testing.T, ts *testServer, method, target string, header ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Ask for the identity coding unless the test says otherwise: left
 	// unset, the transport would ask for gzip and decode it silently.
-	req.Header.Set("Accept-Encoding", "identity")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	// Raw transport: no redirects.
-	res, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{res.StatusCode, res.Header, string(b)}
+	r := testkit.Do(t, method, ts.URL+target, append([]string{"Accept-Encoding", "identity"}, header...)...)
+	return response{r.Status, r.Header, r.Body}
+}
+
+// doOps is do on the operator listener.
+func doOps(t *testing.T, ts *testServer, method, target string, header ...string) response {
+	t.Helper()
+	r := testkit.Do(t, method, ts.ops.URL+target, append([]string{"Accept-Encoding", "identity"}, header...)...)
+	return response{r.Status, r.Header, r.Body}
 }
 
 func okRep(body string) *sources.Representation {
@@ -140,7 +138,12 @@ func TestRouting(t *testing.T) {
 		{"HEAD", "/prodapi/v1/desks", "", 401, "", [2]string{}},
 		{"GET", "/prodapi/v1/items?where=" + strings.Repeat("x", 17<<10), "", 414,
 			`{"_status":"ERR","_error":{"code":414,"message":"The request URL is too long."}}`, [2]string{}},
-		{"GET", "/healthz", "", 200, `{"status":"ok"}`, [2]string{}},
+		// The probes and the metrics are the operator listener's
+		// (TestOpsRouting): the API's port does not know them.
+		{"GET", "/healthz", "", 404, body404, [2]string{}},
+		{"GET", "/readyz", "", 404, body404, [2]string{}},
+		{"GET", "/metrics", "", 404, body404, [2]string{}},
+		{"GET", "/metrics", all, 404, body404, [2]string{}},
 	} {
 		t.Run(tc.method+" "+tc.target[:min(len(tc.target), 60)], func(t *testing.T) {
 			res := do(t, ts, tc.method, tc.target, "Authorization", tc.auth)
@@ -158,6 +161,9 @@ func TestRouting(t *testing.T) {
 			}
 			if res.header.Get("X-Request-Id") == "" {
 				t.Error("no X-Request-Id")
+			}
+			if got := res.header.Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("X-Content-Type-Options = %q, want nosniff", got)
 			}
 		})
 	}
@@ -348,10 +354,10 @@ func TestPanicRecovered(t *testing.T) {
 	if res.status != 500 || strings.Contains(res.body, "boom") || strings.Contains(res.body, "goroutine") {
 		t.Errorf("panic: %d %s", res.status, res.body)
 	}
-	if res := do(t, ts, "GET", "/healthz"); res.status != 200 {
+	if res := do(t, ts, "GET", "/prodapi/v1/openapi.json"); res.status != 200 {
 		t.Error("server down after a panic")
 	}
-	m := do(t, ts, "GET", "/metrics")
+	m := doOps(t, ts, "GET", "/metrics")
 	if !strings.Contains(m.body, "prodapi_http_panics_total 1") {
 		t.Errorf("panic not counted:\n%s", m.body)
 	}
@@ -488,7 +494,7 @@ func TestReady(t *testing.T) {
 			if tc.drain {
 				ts.srv.Drain()
 			}
-			res := do(t, ts, "GET", "/readyz")
+			res := doOps(t, ts, "GET", "/readyz")
 			if res.status != tc.status || res.body != tc.body {
 				t.Errorf("got %d %s, want %d %s", res.status, res.body, tc.status, tc.body)
 			}
@@ -500,7 +506,7 @@ func TestReady(t *testing.T) {
 					}
 				}
 			}
-			if m := do(t, ts, "GET", "/metrics"); strings.Contains(m.body, "prodapi_check_up{") == tc.notProbed {
+			if m := doOps(t, ts, "GET", "/metrics"); strings.Contains(m.body, "prodapi_check_up{") == tc.notProbed {
 				t.Errorf("/metrics with %d checks:\n%s", len(tc.checks), m.body)
 			}
 		})
@@ -527,9 +533,9 @@ func TestRequestDurations(t *testing.T) {
 	ts := newTestServer(t, staticLoader(rep, nil), func(o *Options) { o.Auth.Enabled = false })
 	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
 	do(t, ts, "GET", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e")
-	do(t, ts, "GET", "/healthz")
+	doOps(t, ts, "GET", "/healthz")
 	do(t, ts, "GET", "/no/such/thing")
-	m := do(t, ts, "GET", "/metrics")
+	m := doOps(t, ts, "GET", "/metrics")
 	for _, want := range []string{
 		`prodapi_http_request_duration_seconds_count{outcome="hit",route="/prodapi/v1/desks/{id}"} 2`,
 		`prodapi_http_request_duration_seconds_count{outcome="none",route="/healthz"} 1`,

@@ -12,15 +12,6 @@ import (
 // traceContext reads a client's W3C traceparent (and tracestate).
 var traceContext = propagation.TraceContext{}
 
-// sampledSpan is the request's span context; without a tracer, none
-// (and no walk up the request's context for it).
-func (s *Server) sampledSpan(r *http.Request) trace.SpanContext {
-	if s.tracer == nil {
-		return trace.SpanContext{}
-	}
-	return trace.SpanContextFromContext(r.Context())
-}
-
 // traceRequest gives each request a server span, continuing the trace of
 // the client's traceparent. Without a tracer it is not in the chain at
 // all: tracing off costs nothing.

@@ -19,7 +19,7 @@ const (
 
 // A Change is one write to a collection, as a change feed reports it (the
 // sandbox's file watcher, MongoDB change streams): which document, and
-// how. It never carries the document itself.
+// how. It never carries the new document.
 type Change struct {
 	Collection string
 	ID         string // the document's _id as IDString gives it; "" for OpFlush
@@ -35,6 +35,12 @@ type Change struct {
 	// that replicas reporting the same write, or a watcher resuming
 	// after a takeover, add no second entry. "" appends every time.
 	Version string
+	// Before is the document as it was before the change, where the feed
+	// has it at no cost (the sandbox's reload); nil otherwise. What it
+	// linked to then tells which documents embedded it (package enrich's
+	// Deriver). Shared with the feed: read it, never modify it. Never
+	// appended, never served.
+	Before *Doc
 }
 
 // A Stamp is a document as a poll of its collection sees it: its id, the

@@ -17,8 +17,14 @@ type LogEntry struct {
 	ID       string    // the document's id (IDString); "" for OpFlush
 	Op       string    // OpInsert, OpUpdate, OpReplace, OpDelete or OpFlush
 	At       time.Time // when the change was made, as its feed reported it (zero when unknown)
+	// Version is the change's Version (see Change), "" when its feed gave
+	// none: for a replica to tell whether what it serves of the document
+	// is that version. Internal: never served.
+	Version string
 }
 
-// ErrExpired is a resume token older than what the log keeps: the
-// entries after it were trimmed, so the client must resync (410).
+// ErrExpired is a resume token the log can no longer continue: older
+// than what it keeps (the entries after it were trimmed), of another
+// life of the log, or ahead of its head (the log lost entries it had
+// handed out). The client must resync (410).
 var ErrExpired = errors.New("sources: token expired")

@@ -2,7 +2,10 @@
 // enricher and the backends agree on: the Resource table, the Query a
 // request becomes, the Doc a backend returns, the Representation the
 // renderer makes of it (which the cache stores and the server writes), the
-// small interfaces backends satisfy, and the errors callers may test for.
+// small interfaces backends satisfy, and the errors callers may test for,
+// with the one table of what each means (Classify, in errors.go: its kind,
+// the HTTP status it is answered with, its label in the backend error
+// counter).
 // How a Doc is written as JSON is sources/codec's.
 //
 // It imports nothing from this module and no drivers. Adapters live below

@@ -31,25 +31,6 @@ var (
 	ErrCursor = fmt.Errorf("sources: the cursor walk cannot continue: %w", ErrInvalid)
 )
 
-// FailureKind names what kind of backend failure err is, as the backend
-// error counter labels it: "unavailable" (ErrUnavailable, ErrPartial),
-// "timeout" (ErrTimeout, a deadline passed), "invalid" (ErrInvalid) or
-// "other". It is "" when err is no failure of the backend: nil,
-// ErrNotFound (an answer), or the caller's cancellation.
-func FailureKind(err error) string {
-	switch {
-	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, context.Canceled):
-		return ""
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrPartial):
-		return "unavailable"
-	case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, ErrInvalid):
-		return "invalid"
-	}
-	return "other"
-}
-
 // A SortKey orders a list by one field.
 type SortKey struct {
 	Field string
@@ -112,6 +93,23 @@ type Query struct {
 	// list's sort and a tiebreaker unique to each document, instead of
 	// Page. Skip is then 0 and Page 1.
 	Cursor *Cursor
+	// Fresh, when set, asks for an answer at least as new as a position
+	// of the change log that this replica has applied (the request's
+	// min_position). Never part of a cache key.
+	Fresh *Freshness
+}
+
+// A Freshness is what a request naming a position of the change log
+// (min_position) may be answered from, once this replica has applied
+// every entry up to it, and so every invalidation they carry: a cache
+// answers it from no entry invalidated since it was stored (not even as
+// the fallback of a failed load), joins no load begun before the
+// request, and takes no entry stored before StoredAfter.
+type Freshness struct {
+	// StoredAfter, when set (a search list), is the earliest time an
+	// entry that answers may have been stored: the search index shows a
+	// write a moment after the database does.
+	StoredAfter time.Time
 }
 
 // A Cursor is the cursor part of a list request. A walk never skips or

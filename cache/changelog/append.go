@@ -25,7 +25,10 @@ const appendBatch = 500
 // them lost.
 func (l *Log) Append(ctx context.Context, source string, changes []sources.Change) error {
 	if l.stream == nil {
-		l.appendRing(source, changes)
+		if err := l.appendRing(ctx, source, changes); err != nil {
+			l.m.failed.Inc(source)
+			return fmt.Errorf("changelog: append: %w", err)
+		}
 		return nil
 	}
 	for len(changes) > 0 {
@@ -85,34 +88,54 @@ func seenKey(collection, id string) string {
 }
 
 // appendRing adds the entries to the ring, at positions of this
-// process's clock, and trims it by length and age. The ring is one
-// replica's: nothing else reports the same change.
-func (l *Log) appendRing(source string, changes []sources.Change) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// process's clock, once Options.Apply has applied them (retried until it
+// succeeds or ctx ends: then nothing is added, and the caller retries),
+// and trims it by length and age. The ring is one replica's: nothing
+// else reports the same change.
+func (l *Log) appendRing(ctx context.Context, source string, changes []sources.Change) error {
+	l.ringMu.Lock()
+	defer l.ringMu.Unlock()
 	now := l.now()
+	l.mu.RLock()
+	last, epoch := l.t.last, l.epoch
+	l.mu.RUnlock()
 	ms := uint64(max(now.UnixMilli(), 0))
-	added := 0
+	var added []entry
 	for _, ch := range changes {
 		op, ok := opIndex(ch.Op)
 		if !ok {
 			continue
 		}
-		e := entry{op: op, id: ch.ID}
+		e := entry{op: op, id: ch.ID, version: ch.Version}
 		if !ch.At.IsZero() {
 			e.at = ch.At.UnixMilli()
 		}
 		for _, r := range sources.ResourcesOf(ch.Collection) {
 			e.res = resourceIndex(r.Name)
-			if ms > l.t.last.ms {
+			if ms > last.ms {
 				e.pos = position{ms: ms}
 			} else {
-				e.pos = position{ms: l.t.last.ms, seq: l.t.last.seq + 1}
+				e.pos = position{ms: last.ms, seq: last.seq + 1}
 			}
-			l.t.push(e)
-			l.m.appended.Inc(source, ch.Op)
-			added++
+			last = e.pos
+			added = append(added, e)
 		}
+	}
+	// Only this call changes the ring's positions (ringMu): they hold
+	// while Apply runs, and a wait for one of them waits.
+	l.mu.Lock()
+	l.reserved = last
+	l.mu.Unlock()
+	err := l.applyEntries(ctx, epoch, false, position{}, added)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.reserved = l.t.last
+		return err
+	}
+	for _, e := range added {
+		l.t.push(e)
+		l.m.appended.Inc(source, ops[e.op])
 	}
 	trimmed := 0
 	oldest := uint64(max(now.Add(-l.opts.Retain).UnixMilli(), 0))
@@ -122,7 +145,8 @@ func (l *Log) appendRing(source string, changes []sources.Change) {
 	}
 	l.m.trimmed.Add(uint64(trimmed))
 	l.m.length.Set(float64(l.t.len()))
-	if added > 0 || trimmed > 0 {
+	if len(added) > 0 || trimmed > 0 {
 		l.moved()
 	}
+	return nil
 }

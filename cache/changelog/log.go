@@ -21,7 +21,20 @@ type Stream interface {
 	StreamSnapshot(ctx context.Context, n int) (redistier.StreamState, []redistier.StreamRecord, error)
 	StreamRange(ctx context.Context, after string, count int) (redistier.StreamState, []redistier.StreamRecord, bool, error)
 	StreamRead(ctx context.Context, after string, block time.Duration, count int) ([]redistier.StreamRecord, error)
-	StreamMeta(ctx context.Context) (redistier.StreamState, error)
+	StreamCheck(ctx context.Context, at string) (redistier.StreamState, *redistier.StreamRecord, bool, error)
+	StreamRenew(ctx context.Context, old string) (string, bool, error)
+}
+
+// An Applier applies the log's entries to what this replica serves
+// (cmd/prodapi: the cache's in-process invalidation, a sandbox
+// directory's catch-up). The log calls it in log order, once an entry is
+// read and before the entry counts as applied here (WaitApplied, Read);
+// an error is retried, and no later entry is applied before. Entries of
+// Op sources.OpFlush and no ID, one per resource, come first whenever
+// the log cannot show that what it hands over continues what it handed
+// over before (the follower's first read, a new epoch, a gap).
+type Applier interface {
+	ApplyEntries(ctx context.Context, entries []sources.LogEntry) error
 }
 
 // Options tune a Log. The zero value works.
@@ -36,6 +49,9 @@ type Options struct {
 	// in front of Redis, to serve recent positions without a round trip;
 	// 0 means DefaultTail.
 	Tail int
+	// Apply, when set, is called with every entry before it counts as
+	// applied on this replica (see Applier).
+	Apply Applier
 
 	Metrics *metrics.Metrics // nil: none
 	Logger  *slog.Logger     // nil: discard
@@ -76,10 +92,31 @@ type Log struct {
 	now    func() time.Time
 	m      *series
 
-	mu      sync.RWMutex
-	epoch   string // "" until the follower has read the stream
+	mu sync.RWMutex
+	// epoch and t are what the follower has read and applied: every
+	// entry of t is applied on this replica. epoch is "" until the
+	// follower has read the stream.
+	epoch   string
 	t       tail
-	changed chan struct{} // closed and replaced when the log moves
+	changed chan struct{} // closed and replaced when the log moves, or the follower loses the stream
+	// down is why the follower cannot read the stream, nil while it can:
+	// from a failed call to the stream until it has read the stream's
+	// state again, or while it cannot apply what it read
+	// (downApplying).
+	down         error
+	downApplying bool
+
+	// started is closed once the follower's first look at the stream has
+	// ended, read and applied or failed (the ring: at once): reads wait
+	// for it rather than answer from nothing.
+	started   chan struct{}
+	startOnce sync.Once
+
+	ringMu sync.Mutex // the ring's appends, one at a time: Apply sees them in order
+	// reserved is the ring's newest position, applied or being applied
+	// (an Append in Apply): a wait for one not yet applied waits, and
+	// only a position past it is ahead of the ring.
+	reserved position
 
 	kick   chan struct{} // asks the follower to read the stream's state again
 	cancel context.CancelFunc
@@ -94,7 +131,7 @@ func New(stream Stream, opts Options) *Log {
 	opts.MaxEntries = cmp.Or(opts.MaxEntries, DefaultMaxEntries)
 	opts.Tail = min(cmp.Or(opts.Tail, DefaultTail), opts.MaxEntries)
 	l := &Log{stream: stream, opts: opts, log: opts.Logger, now: opts.Now, changed: make(chan struct{}),
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		started: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
@@ -105,12 +142,13 @@ func New(stream Stream, opts Options) *Log {
 	if stream == nil {
 		l.epoch = redistier.NewEpoch() // a boot id, in the form of the stream's
 		l.m.following.Set(1)
+		l.start()
 		close(l.done)
 		return l
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
-	// Ends when Close cancels ctx (within followBlock).
+	// Ends when Close cancels ctx (within followBlock and a timeout).
 	go l.follow(ctx)
 	return l
 }
@@ -138,15 +176,55 @@ func (l *Log) Valid(s string) bool {
 	return ok
 }
 
+// start closes started, once.
+func (l *Log) start() { l.startOnce.Do(func() { close(l.started) }) }
+
+// unavailable is the error of op while the log cannot be read.
+func unavailable(op string, cause error) error {
+	return fmt.Errorf("changelog: %s: the change log cannot be read now: %w: %w", op, sources.ErrUnavailable, cause)
+}
+
+// errNotFollowing is the cause of unavailable before the follower has
+// read the stream once.
+var errNotFollowing = errors.New("changelog: the follower has not read the stream yet")
+
+// ready waits for the follower's first look at the stream, and fails
+// while the follower cannot read it: a client must be able to tell an
+// outage from a quiet log, so nothing is served from what this replica
+// held before.
+func (l *Log) ready(ctx context.Context, op string) error {
+	select {
+	case <-l.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	l.mu.RLock()
+	down, epoch := l.down, l.epoch
+	l.mu.RUnlock()
+	switch {
+	case down != nil:
+		return unavailable(op, down)
+	case epoch == "":
+		return unavailable(op, errNotFollowing)
+	}
+	return nil
+}
+
 // Read returns at most n entries after since whose resource is one of
 // resources, and the token to resume from: the position of the last
 // entry examined, kept or not (at most scanMax are examined when
 // resources leaves some out), or since when there is none. since "" reads
 // from the oldest entry kept; "now" returns no entry and the log's
-// current end. A token of another life of the log (another epoch), or
-// older than the newest entry trimmed, is an error wrapping
-// sources.ErrExpired; one that is no token wraps sources.ErrInvalid; any
-// other error is the log being unavailable (Redis).
+// current end. It hands out only entries applied on this replica (see
+// Options.Apply): a token ahead of this replica's follower, from a
+// faster one, reads nothing yet.
+//
+// Errors: a token of another life of the log (another epoch), older than
+// the newest entry trimmed, or ahead of the log's head (the log lost
+// entries it had handed out: the epoch ends) wraps sources.ErrExpired;
+// one that is no token wraps sources.ErrInvalid; while the log cannot be
+// read (the follower cannot read the stream, Redis fails), an error
+// wrapping sources.ErrUnavailable.
 func (l *Log) Read(ctx context.Context, since string, resources []string, n int) ([]sources.LogEntry, string, error) {
 	n = max(n, 1)
 	keep := maskOf(resources)
@@ -154,50 +232,82 @@ func (l *Log) Read(ctx context.Context, since string, resources []string, n int)
 	if !keep.all() {
 		scan = max(n, scanMax)
 	}
+	var tok token
+	if since != "now" && since != "" {
+		var ok bool
+		if tok, ok = parseToken(since); !ok {
+			return nil, "", fmt.Errorf("changelog: read: %q is not a token: %w", since, sources.ErrInvalid)
+		}
+	}
+	if err := l.ready(ctx, "read"); err != nil {
+		return nil, "", err
+	}
+	if l.stream == nil {
+		return l.readRing(since, tok, keep, n, scan)
+	}
 	switch since {
 	case "now":
-		end, err := l.end(ctx)
-		return nil, end, err
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		return nil, token{epoch: l.epoch, pos: l.t.last}.String(), nil
 	case "":
 		return l.readOldest(ctx, keep, n, scan)
 	}
-	tok, ok := parseToken(since)
-	if !ok {
-		return nil, "", fmt.Errorf("changelog: read: %q is not a token: %w", since, sources.ErrInvalid)
-	}
-	if entries, next, ok, err := l.readHeld(tok, keep, n, scan); ok || err != nil {
-		return entries, next, err
-	}
-	return l.readStream(ctx, tok, keep, n, scan)
+	return l.readToken(ctx, tok, keep, n, scan)
 }
 
-// readHeld reads from what this replica holds, when that covers tok:
-// always with the ring, which answers for itself; in front of Redis only
-// for positions the follower has.
-func (l *Log) readHeld(tok token, keep mask, n, scan int) ([]sources.LogEntry, string, bool, error) {
+// readRing reads the ring, which answers for itself.
+func (l *Log) readRing(since string, tok token, keep mask, n, scan int) ([]sources.LogEntry, string, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.stream == nil {
-		switch {
-		case tok.epoch != l.epoch:
-			return nil, "", true, fmt.Errorf("changelog: read: %s is from another life of the log (the process restarted): %w", tok, sources.ErrExpired)
-		case tok.pos.less(l.t.from):
-			return nil, "", true, fmt.Errorf("changelog: read: %s is older than the entries kept: %w", tok, sources.ErrExpired)
-		case l.t.last.less(tok.pos):
-			return nil, tok.String(), true, nil // nothing after it yet
-		}
-	} else if tok.epoch != l.epoch || !l.t.covers(tok.pos) {
-		return nil, "", false, nil
+	switch since {
+	case "now":
+		return nil, token{epoch: l.epoch, pos: l.t.last}.String(), nil
+	case "":
+		tok = token{epoch: l.epoch, pos: l.t.from}
+	}
+	switch {
+	case tok.epoch != l.epoch:
+		return nil, "", fmt.Errorf("changelog: read: %s is from another life of the log (the process restarted): %w", tok, sources.ErrExpired)
+	case tok.pos.less(l.t.from):
+		return nil, "", fmt.Errorf("changelog: read: %s is older than the entries kept: %w", tok, sources.ErrExpired)
+	case l.reserved.less(tok.pos): // never less than last
+		return nil, "", fmt.Errorf("changelog: read: %s is ahead of the log: %w", tok, sources.ErrExpired)
+	case l.t.last.less(tok.pos):
+		return nil, tok.String(), nil // being applied: nothing after it yet
 	}
 	entries, next := l.t.read(l.epoch, tok.pos, keep, n, scan)
-	return entries, token{epoch: l.epoch, pos: next}.String(), true, nil
+	return entries, token{epoch: l.epoch, pos: next}.String(), nil
 }
 
-// readStream reads after tok from the stream itself.
-func (l *Log) readStream(ctx context.Context, tok token, keep mask, n, scan int) ([]sources.LogEntry, string, error) {
+// readToken reads after tok in front of Redis: from what the follower
+// holds when that covers tok, from the stream (up to what the follower
+// has applied) when tok is older, and nothing yet when tok is ahead of
+// the follower but not of the stream.
+func (l *Log) readToken(ctx context.Context, tok token, keep mask, n, scan int) ([]sources.LogEntry, string, error) {
+	l.mu.RLock()
+	epoch, from, last := l.epoch, l.t.from, l.t.last
+	if tok.epoch == epoch && l.t.covers(tok.pos) {
+		entries, next := l.t.read(epoch, tok.pos, keep, n, scan)
+		l.mu.RUnlock()
+		return entries, token{epoch: epoch, pos: next}.String(), nil
+	}
+	l.mu.RUnlock()
+	if tok.epoch == epoch && tok.pos.less(from) {
+		return l.readStream(ctx, tok, keep, n, scan, last)
+	}
+	if err := l.behind(ctx, "read", tok); err != nil {
+		return nil, "", err
+	}
+	return nil, tok.String(), nil
+}
+
+// readStream reads after tok from the stream itself, entries up to upto
+// (what the follower has applied) only.
+func (l *Log) readStream(ctx context.Context, tok token, keep mask, n, scan int, upto position) ([]sources.LogEntry, string, error) {
 	st, recs, ok, err := l.stream.StreamRange(ctx, tok.pos.String(), scan)
 	if err != nil {
-		return nil, "", fmt.Errorf("changelog: read: %w", err)
+		return nil, "", unavailable("read", err)
 	}
 	if !ok {
 		return nil, "", fmt.Errorf("changelog: read: %s: the stream is gone: %w", tok, sources.ErrExpired)
@@ -208,24 +318,14 @@ func (l *Log) readStream(ctx context.Context, tok token, keep mask, n, scan int)
 	if trimmed, _ := parsePosition(st.Trimmed); tok.pos.less(trimmed) {
 		return nil, "", fmt.Errorf("changelog: read: %s is older than the entries kept: %w", tok, sources.ErrExpired)
 	}
-	l.mu.RLock()
-	behind := l.epoch != st.Epoch
-	l.mu.RUnlock()
-	if behind {
-		// The stream is of a life the follower has not seen yet: have it
-		// look again now rather than after its read.
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-	}
-	entries, next := keepRecords(st.Epoch, recs, tok.pos, keep, n)
+	entries, next := keepRecords(st.Epoch, recs, tok.pos, upto, keep, n)
 	return entries, token{epoch: st.Epoch, pos: next}.String(), nil
 }
 
-// keepRecords turns records after p into entries, keeping those of keep,
-// at most n; next is the last record examined (p when none was).
-func keepRecords(epoch string, recs []redistier.StreamRecord, p position, keep mask, n int) ([]sources.LogEntry, position) {
+// keepRecords turns records after p, up to upto, into entries, keeping
+// those of keep, at most n; next is the last record examined (p when
+// none was).
+func keepRecords(epoch string, recs []redistier.StreamRecord, p, upto position, keep mask, n int) ([]sources.LogEntry, position) {
 	var out []sources.LogEntry
 	next := p
 	for _, r := range recs {
@@ -236,6 +336,9 @@ func keepRecords(epoch string, recs []redistier.StreamRecord, p position, keep m
 		if !ok || !p.less(e.pos) {
 			continue
 		}
+		if upto.less(e.pos) {
+			break
+		}
 		next = e.pos
 		if keep.has(e.res) {
 			out = append(out, e.logEntry(epoch))
@@ -244,65 +347,132 @@ func keepRecords(epoch string, recs []redistier.StreamRecord, p position, keep m
 	return out, next
 }
 
-// readOldest reads from the oldest entry kept.
+// readOldest reads from the oldest entry the stream keeps, up to what
+// the follower has applied.
 func (l *Log) readOldest(ctx context.Context, keep mask, n, scan int) ([]sources.LogEntry, string, error) {
-	if l.stream == nil {
-		l.mu.RLock()
-		defer l.mu.RUnlock()
-		entries, next := l.t.read(l.epoch, l.t.from, keep, n, scan)
-		return entries, token{epoch: l.epoch, pos: next}.String(), nil
-	}
 	st, recs, ok, err := l.stream.StreamRange(ctx, "", scan)
 	if err != nil {
-		return nil, "", fmt.Errorf("changelog: read: %w", err)
+		return nil, "", unavailable("read", err)
 	}
-	if !ok {
-		end, err := l.end(ctx) // nothing yet: where the log starts
-		return nil, end, err
-	}
+	l.mu.RLock()
+	epoch, last := l.epoch, l.t.last
+	l.mu.RUnlock()
 	trimmed, _ := parsePosition(st.Trimmed)
-	entries, next := keepRecords(st.Epoch, recs, trimmed, keep, n)
+	switch {
+	case !ok:
+		// No stream (it was just lost): the follower's end, which
+		// expires once it has found the stream's new life.
+		l.nudge()
+		return nil, token{epoch: epoch, pos: last}.String(), nil
+	case st.Epoch != epoch:
+		// A life the follower has not read yet: its start, which reads
+		// nothing until the follower has.
+		l.nudge()
+		return nil, token{epoch: st.Epoch, pos: trimmed}.String(), nil
+	}
+	entries, next := keepRecords(st.Epoch, recs, trimmed, last, keep, n)
 	if len(recs) == 0 {
-		next, _ = parsePosition(st.Last)
+		next = last
 	}
 	return entries, token{epoch: st.Epoch, pos: next}.String(), nil
 }
 
-// end is the token of the log's current end: the follower's, once it
-// follows (a moment behind the stream at most, which only makes a client
-// read again what it has), else the stream's, which is created if need
-// be.
-func (l *Log) end(ctx context.Context) (string, error) {
-	l.mu.RLock()
-	epoch, last := l.epoch, l.t.last
-	l.mu.RUnlock()
-	if epoch != "" {
-		return token{epoch: epoch, pos: last}.String(), nil
-	}
-	st, _, err := l.stream.StreamSnapshot(ctx, 0)
+// behind checks a token that the follower has not reached (of an epoch
+// it does not follow, or ahead of its position) against the stream: one
+// call to Redis. It returns nil when the stream has the token's
+// position, and the follower will get there; an error wrapping
+// sources.ErrExpired when the token's epoch is over or the token is
+// ahead of the stream's last id (the stream lost entries it had handed
+// out: the epoch ends, so that every token of it expires).
+func (l *Log) behind(ctx context.Context, op string, tok token) error {
+	st, _, ok, err := l.stream.StreamCheck(ctx, "")
 	if err != nil {
-		return "", fmt.Errorf("changelog: read: %w", err)
+		return unavailable(op, err)
 	}
-	p, _ := parsePosition(st.Last)
-	return token{epoch: st.Epoch, pos: p}.String(), nil
+	if !ok || st.Epoch != tok.epoch {
+		return fmt.Errorf("changelog: %s: %s is from another life of the stream: %w", op, tok, sources.ErrExpired)
+	}
+	if trimmed, _ := parsePosition(st.Trimmed); tok.pos.less(trimmed) {
+		return fmt.Errorf("changelog: %s: %s is older than the entries kept: %w", op, tok, sources.ErrExpired)
+	}
+	if head, _ := parsePosition(st.Last); head.less(tok.pos) {
+		// A failed renewal is logged; the token is expired all the same.
+		_ = l.renew(ctx, tok.epoch, "a token is ahead of the stream's last id", "token", tok.String(), "last", st.Last)
+		return fmt.Errorf("changelog: %s: %s is ahead of the log (it lost entries it had handed out): %w", op, tok, sources.ErrExpired)
+	}
+	l.mu.RLock()
+	following := l.epoch
+	l.mu.RUnlock()
+	if following != st.Epoch {
+		l.nudge()
+	}
+	return nil
 }
 
-// Wait returns nil once the log holds an entry after since, or when since
-// is no token of the log as this replica follows it (Read then says what
-// it is); ctx's error when ctx ends first. Waiters share the follower's
-// news: a wait costs no call to Redis.
+// nudge asks the follower to read the stream's state again now rather
+// than after its read.
+func (l *Log) nudge() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Wait returns nil once the log holds an entry after since that this
+// replica has applied, or when since is no token (Read then says what
+// it is); ctx's error when ctx ends first. A token the log cannot
+// continue (see Read) is an error wrapping sources.ErrExpired, never a
+// wait; while the log cannot be read, or once the follower loses the
+// stream, an error wrapping sources.ErrUnavailable. Waiters share the
+// follower's news: a wait costs no call to Redis (but one, to check it,
+// for a token this replica's follower has not reached).
 func (l *Log) Wait(ctx context.Context, since string) error {
 	tok, ok := parseToken(since)
 	if !ok {
 		return nil
 	}
+	return l.await(ctx, "wait", tok, func(last position) bool { return tok.pos.less(last) })
+}
+
+// WaitApplied returns nil once every entry up to token has been applied
+// on this replica (see Options.Apply), ctx's error when ctx ends first.
+// Errors are Wait's, and one wrapping sources.ErrInvalid for what is no
+// token. It costs no call to Redis, as Wait.
+func (l *Log) WaitApplied(ctx context.Context, tok string) error {
+	t, ok := parseToken(tok)
+	if !ok {
+		return fmt.Errorf("changelog: wait applied: %q is not a token: %w", tok, sources.ErrInvalid)
+	}
+	return l.await(ctx, "wait applied", t, func(last position) bool { return !last.less(t.pos) })
+}
+
+// await waits until reached holds of the follower's position in tok's
+// epoch.
+func (l *Log) await(ctx context.Context, op string, tok token, reached func(position) bool) error {
+	if err := l.ready(ctx, op); err != nil {
+		return err
+	}
+	checked, checkedIn := false, "" // tok checked against the stream, while the follower was in that epoch
 	for {
 		l.mu.RLock()
-		changed := l.changed
-		ready := l.epoch != "" && (tok.epoch != l.epoch || tok.pos.less(l.t.last))
+		changed, down, epoch, last, reserved := l.changed, l.down, l.epoch, l.t.last, l.reserved
 		l.mu.RUnlock()
-		if ready {
+		switch {
+		case down != nil:
+			return unavailable(op, down)
+		case tok.epoch == epoch && reached(last):
 			return nil
+		case tok.epoch == epoch && (!last.less(tok.pos) || l.stream == nil && !reserved.less(tok.pos)):
+			// The follower has the token (or the ring is applying it):
+			// wait for what comes after.
+		case l.stream == nil:
+			return fmt.Errorf("changelog: %s: %s is from another life of the log, or ahead of it: %w", op, tok, sources.ErrExpired)
+		case !checked || checkedIn != epoch:
+			if err := l.behind(ctx, op, tok); err != nil {
+				return err
+			}
+			checked, checkedIn = true, epoch
+			continue
 		}
 		select {
 		case <-changed:

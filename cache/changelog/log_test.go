@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,9 +93,9 @@ func caughtUp(t *testing.T, l *Log, since string, n int) {
 
 // testLog is what every log does, ring or stream: newLog returns a log
 // of a fresh, empty log.
-func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
+func testLog(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
 	t.Run("read and resume", func(t *testing.T) {
-		l := newLog(t)
+		l := newLog(t, Options{})
 		ctx := t.Context()
 		entries, start, err := l.Read(ctx, "now", all, 10)
 		if err != nil || len(entries) != 0 || !l.Valid(start) {
@@ -130,7 +132,7 @@ func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
 	})
 
 	t.Run("scopes", func(t *testing.T) {
-		l := newLog(t)
+		l := newLog(t, Options{})
 		_, start, _ := l.Read(t.Context(), "now", all, 10)
 		for i := range 5 {
 			mustAppend(t, l, SourceSandbox, change("archive", fmt.Sprint("i", i), sources.OpUpdate), change("desks", fmt.Sprint("d", i), sources.OpUpdate))
@@ -153,7 +155,7 @@ func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
 	})
 
 	t.Run("bad tokens", func(t *testing.T) {
-		l := newLog(t)
+		l := newLog(t, Options{})
 		for _, tok := range []string{"x", "0123456789abcdef", "0123456789abcdef-1", "0123456789ABCDEF-1-0", "0123456789abcdef-01-0",
 			"0123456789abcdef-1-0-", "0123456789abcdef--1-0", "0123456789abcdef-18446744073709551616-0", "now-1-0"} {
 			if l.Valid(tok) {
@@ -163,8 +165,8 @@ func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
 				t.Errorf("Read(%q): %v, want ErrInvalid", tok, err)
 			}
 		}
-		// A token of another life of the log has expired, on Read and on
-		// Wait, which does not wait for it.
+		// A token of another life of the log has expired, on Read, Wait
+		// and WaitApplied, which do not wait for it.
 		const other = "0123456789abcdef-1-0"
 		if !l.Valid(other) {
 			t.Fatalf("Valid(%q) false", other)
@@ -177,13 +179,19 @@ func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
 		caughtUp(t, l, start, 1)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		if err := l.Wait(ctx, other); err != nil {
-			t.Errorf("Wait(another epoch): %v", err)
+		if err := l.Wait(ctx, other); !errors.Is(err, sources.ErrExpired) {
+			t.Errorf("Wait(another epoch): %v, want ErrExpired", err)
+		}
+		if err := l.WaitApplied(ctx, other); !errors.Is(err, sources.ErrExpired) {
+			t.Errorf("WaitApplied(another epoch): %v, want ErrExpired", err)
+		}
+		if err := l.WaitApplied(ctx, "x"); !errors.Is(err, sources.ErrInvalid) {
+			t.Errorf("WaitApplied(x): %v, want ErrInvalid", err)
 		}
 	})
 
 	t.Run("wait", func(t *testing.T) {
-		l := newLog(t)
+		l := newLog(t, Options{})
 		_, start, _ := l.Read(t.Context(), "now", all, 10)
 		woke := make(chan error, 1)
 		go func() { woke <- l.Wait(t.Context(), start) }() // ends with the append below, or the test
@@ -203,10 +211,213 @@ func testLog(t *testing.T, newLog func(t *testing.T) *Log) {
 			t.Errorf("a wait at the end, cancelled: %v", err)
 		}
 	})
+
+	t.Run("versions", func(t *testing.T) { testVersions(t, newLog) })
+
+	t.Run("apply", func(t *testing.T) { testApply(t, newLog) })
+
+	t.Run("ahead of the head", func(t *testing.T) { testAhead(t, newLog) })
+}
+
+// testVersions: entries carry their change's Version.
+func testVersions(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
+	l := newLog(t, Options{})
+	_, start, _ := l.Read(t.Context(), "now", all, 10)
+	edit := change("archive", "i1", sources.OpUpdate)
+	edit.Version = "v1"
+	mustAppend(t, l, SourceSandbox, edit, change("desks", "d1", sources.OpUpdate))
+	caughtUp(t, l, start, 2)
+	got, _ := readAll(t, l, start, all)
+	if len(got) != 2 || got[0].Version != "v1" || got[1].Version != "" {
+		t.Errorf("entries %+v: want the first with its version, the second with none", got)
+	}
+}
+
+// testAhead: a token ahead of the log's head is expired, never waited
+// on; in front of Redis it ends the epoch.
+func testAhead(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
+	l := newLog(t, Options{})
+	_, start, _ := l.Read(t.Context(), "now", all, 10)
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+	caughtUp(t, l, start, 1)
+	got, _ := readAll(t, l, start, all)
+	tok, _ := parseToken(got[0].Token)
+	tok.pos.ms += 3_600_000 // an hour ahead
+	ahead := tok.String()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, _, err := l.Read(ctx, ahead, all, 10); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("Read: %v, want ErrExpired", err)
+	}
+	if err := l.Wait(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("Wait: %v, want ErrExpired, never a wait", err)
+	}
+	if err := l.WaitApplied(ctx, ahead); !errors.Is(err, sources.ErrExpired) {
+		t.Errorf("WaitApplied: %v, want ErrExpired, never a wait", err)
+	}
+	if l.stream == nil {
+		return // the ring: a token ahead of it is forged; the ring goes on
+	}
+	// In front of Redis it is an honest client's after a lost tail:
+	// the epoch ends, and every token of it expires.
+	expires(t, map[string]*Log{"the log": l}, start, got[0].Token)
+	goesOn(t, l, l, "d2")
+}
+
+// expires waits until every token has expired on every log.
+func expires(t *testing.T, logs map[string]*Log, tokens ...string) {
+	t.Helper()
+	for name, l := range logs {
+		for _, tok := range tokens {
+			testkit.Eventually(t, name+": the old epoch's "+tok+" expired", func() bool {
+				_, _, err := l.Read(t.Context(), tok, all, 10)
+				return errors.Is(err, sources.ErrExpired)
+			})
+		}
+	}
+}
+
+// goesOn appends an update of desk id on a, and returns what b reads
+// after its end before, once it reads the entry.
+func goesOn(t *testing.T, a, b *Log, id string) []sources.LogEntry {
+	t.Helper()
+	_, now, err := b.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, a, SourceSandbox, change("desks", id, sources.OpUpdate))
+	caughtUp(t, b, now, 1)
+	got, _ := readAll(t, b, now, all)
+	return got
+}
+
+// An applier that records what it applied, and can be held and made to
+// fail.
+type applier struct {
+	entered chan []sources.LogEntry // each call's entries, as it begins (when held)
+	release chan error              // a held call returns what it receives
+	held    atomic.Bool
+
+	mu      sync.Mutex
+	applied []sources.LogEntry // of the calls that succeeded, in order
+}
+
+// send sends v on ch, or fails the test after a generous while.
+func send[T any](t *testing.T, ch chan<- T, v T) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(time.Minute):
+		t.Fatal("nobody received in a minute")
+	}
+}
+
+// recv receives from ch, or fails the test after a generous while.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatal("nothing received in a minute")
+		panic("unreachable")
+	}
+}
+
+func newApplier() *applier {
+	return &applier{entered: make(chan []sources.LogEntry, 16), release: make(chan error)}
+}
+
+func (a *applier) ApplyEntries(ctx context.Context, entries []sources.LogEntry) error {
+	if a.held.Load() && entries[0].Op != sources.OpFlush {
+		a.entered <- entries
+		select {
+		case err := <-a.release:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.applied = append(a.applied, entries...)
+	return nil
+}
+
+// appliedIDs are the entries applied, flushes left out.
+func (a *applier) appliedIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []sources.LogEntry
+	for _, e := range a.applied {
+		if e.Op != sources.OpFlush {
+			out = append(out, e)
+		}
+	}
+	return ids(out)
+}
+
+// testApply: an entry is applied (Options.Apply), in log order, before
+// the log hands it out or says it is applied; an applier that fails is
+// called again with the same entries, and nothing after them counts as
+// applied meanwhile.
+func testApply(t *testing.T, newLog func(t *testing.T, opts Options) *Log) {
+	a := newApplier()
+	l := newLog(t, Options{Apply: a})
+	ctx := t.Context()
+	_, start, err := l.Read(ctx, "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.held.Store(true)
+	appended := make(chan error, 1)
+	go func() { // ends once the entries are applied (the ring), or at once
+		appended <- l.Append(ctx, SourceSandbox, []sources.Change{change("archive", "i1", sources.OpInsert), change("desks", "d1", sources.OpUpdate)})
+	}()
+	first := recv(t, a.entered)
+	if got := ids(first); !slices.Equal(got, []string{"items/i1 insert", "desks/d1 update"}) {
+		t.Fatalf("the applier got %v", got)
+	}
+	last := first[len(first)-1].Token
+	waited := make(chan error, 1)
+	go func() { waited <- l.WaitApplied(ctx, last) }() // ends once applied
+	// Not applied: not handed out.
+	if entries, next, err := l.Read(ctx, start, all, 10); err != nil || len(entries) != 0 || next != start {
+		t.Errorf("read while applying: %v %q %v; want nothing yet", ids(entries), next, err)
+	}
+	send(t, a.release, errors.New("not now"))
+	again := recv(t, a.entered)
+	if diff := cmp.Diff(again, first); diff != "" {
+		t.Errorf("the retry (-got +want):\n%s", diff)
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitApplied returned (%v) while the entries were not applied", err)
+	default:
+	}
+	send(t, a.release, nil)
+	if err := recv(t, waited); err != nil {
+		t.Fatalf("WaitApplied: %v", err)
+	}
+	if got := a.appliedIDs(); !slices.Equal(got, []string{"items/i1 insert", "desks/d1 update"}) {
+		t.Errorf("WaitApplied returned with %v applied", got)
+	}
+	if err := recv(t, appended); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll(t, l, start, all); !slices.Equal(ids(got), ids(first)) {
+		t.Errorf("read once applied: %v", ids(got))
+	}
+	// An entry already applied: at once.
+	if err := l.WaitApplied(ctx, first[0].Token); err != nil {
+		t.Errorf("WaitApplied(an applied entry): %v", err)
+	}
 }
 
 func TestRing(t *testing.T) {
-	testLog(t, func(t *testing.T) *Log { return New(nil, Options{}) })
+	testLog(t, func(t *testing.T, opts Options) *Log { return New(nil, opts) })
 }
 
 // The ring keeps MaxEntries and Retain; a token older than what it keeps
@@ -258,33 +469,48 @@ func TestRingTrims(t *testing.T) {
 // a replica's, closed at the end of the test.
 func streamLogs(t *testing.T, url string) func(t *testing.T, opts Options) *Log {
 	return func(t *testing.T, opts Options) *Log {
-		rdb, err := redistier.NewClient(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rdb.Close() })
-		tier := redistier.New(rdb, redistier.Options{Timeout: 5 * time.Second})
-		l := New(tier, opts)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := l.Close(ctx); err != nil {
-				t.Error(err)
-			}
-			tier.Close(ctx)
-		})
+		l, _ := logOn(t, client(t, url), redistier.Options{Timeout: 5 * time.Second}, opts)
 		return l
 	}
+}
+
+// client is a client of the Redis at url, closed at the end of the test.
+func client(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := redistier.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// logOn returns a replica's log on rdb, through a tier of topts, closed
+// with the tier at the end of the test, and its stream, which counts
+// the follower's reads.
+func logOn(t *testing.T, rdb redis.UniversalClient, topts redistier.Options, opts Options) (*Log, *countingStream) {
+	tier := redistier.New(rdb, topts)
+	stream := &countingStream{Stream: tier}
+	l := New(stream, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := l.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		tier.Close(ctx)
+	})
+	return l, stream
 }
 
 func TestRealRedisLog(t *testing.T) {
 	srv := realserver.StartRedis(t, 0)
 	replica := streamLogs(t, srv.URL())
-	testLog(t, func(t *testing.T) *Log {
+	testLog(t, func(t *testing.T, opts Options) *Log {
 		if _, err := srv.Do(t.Context(), "FLUSHALL"); err != nil {
 			t.Fatal(err)
 		}
-		return replica(t, Options{})
+		return replica(t, opts)
 	})
 }
 
@@ -422,9 +648,13 @@ func TestRealRedisLogClusterAndSentinel(t *testing.T) {
 			return a.Append(t.Context(), SourceSandbox, []sources.Change{change("desks", "after", sources.OpUpdate)}) == nil
 		})
 		// The replica may have missed the newest entries (replication is
-		// asynchronous); what comes after them reaches b.
+		// asynchronous): then the epoch ends, and b's token has expired;
+		// else it reads on. Either way what comes after reaches b.
 		testkit.Eventually(t, "b following the promoted master", func() bool {
 			got, _, err := b.Read(t.Context(), before, all, 100)
+			if errors.Is(err, sources.ErrExpired) {
+				got, _, err = b.Read(t.Context(), "", all, 100)
+			}
 			return err == nil && slices.Contains(ids(got), "desks/after update")
 		})
 	})

@@ -17,6 +17,9 @@ type entry struct {
 	op  uint8 // index in ops
 	at  int64 // unix milliseconds; 0: unknown
 	id  string
+	// version is the change's Version ("" when its feed gave none), for
+	// a replica to tell whether it serves that version of the document.
+	version string
 }
 
 // noResource marks an entry naming no resource this version serves
@@ -50,6 +53,7 @@ func (e *entry) logEntry(epoch string) sources.LogEntry {
 		Resource: sources.Resources()[e.res].Name,
 		ID:       e.id,
 		Op:       ops[e.op],
+		Version:  e.version,
 	}
 	if e.at != 0 {
 		le.At = time.UnixMilli(e.at).UTC()
@@ -63,6 +67,7 @@ const (
 	fieldID       = "i"
 	fieldOp       = "o"
 	fieldAt       = "t" // unix milliseconds, absent when unknown
+	fieldVersion  = "v" // the change's Version, absent when it has none
 )
 
 // recordFields are the fields of the record of a change's entry for res.
@@ -70,6 +75,9 @@ func recordFields(res string, ch sources.Change) []string {
 	f := []string{fieldResource, res, fieldID, ch.ID, fieldOp, ch.Op}
 	if !ch.At.IsZero() {
 		f = append(f, fieldAt, strconv.FormatInt(ch.At.UnixMilli(), 10))
+	}
+	if ch.Version != "" {
+		f = append(f, fieldVersion, ch.Version)
 	}
 	return f
 }
@@ -95,6 +103,8 @@ func recordEntry(r redistier.StreamRecord) (entry, bool) {
 			op = v
 		case fieldAt:
 			e.at, _ = strconv.ParseInt(v, 10, 64)
+		case fieldVersion:
+			e.version = v
 		}
 	}
 	if o, ok := opIndex(op); ok {
@@ -120,6 +130,14 @@ func (t *tail) len() int { return len(t.entries) - t.head }
 
 // oldest is the oldest entry held; the tail must not be empty.
 func (t *tail) oldest() *entry { return &t.entries[t.head] }
+
+// newest is the newest entry held; ok is false when none is.
+func (t *tail) newest() (e entry, ok bool) {
+	if t.len() == 0 {
+		return entry{}, false
+	}
+	return t.entries[len(t.entries)-1], true
+}
 
 // push adds e, which comes after last.
 func (t *tail) push(e entry) {

@@ -9,28 +9,42 @@
 //     (5s by default); one that fails to renew stops watching. When the
 //     watcher dies its lease lapses and another replica takes over
 //     within the TTL.
-//   - Each change is applied to the cache, then appended to the log,
-//     then its resume token saved: a watcher that dies in between leaves
-//     a token before the change, and its successor reports the change
-//     again, which the log appends once (by the change's Version). An
-//     append that fails fails the watch, which resumes after a pause
-//     from the last token saved: no change is lost, none skipped.
+//   - Each change is followed by the changes it derives (Options.Derive:
+//     the documents whose served form embeds the changed one, package
+//     enrich's Deriver), applied to the cache with them, then appended
+//     to the log with them, then its resume token saved: a watcher that
+//     dies in between leaves a token before the change, and its
+//     successor reports the change again, which the log appends once (by
+//     the change's Version). A derivation, an application (an
+//     invalidation that did not reach Redis) or an append that fails
+//     fails the watch, which resumes after a pause from the last token
+//     saved: nothing is appended for a change the cache did not take, no
+//     change is lost, none skipped.
 //   - A stream that cannot resume (its history is lost) flushes every
-//     resource it covers (in the cache and in the log), drops the token
-//     and starts again from now.
+//     resource it covers (in the cache, then in the log; a flush that
+//     fails is tried again), drops the token and starts again from now.
 //   - A server without change streams (a standalone server, FerretDB)
 //     is said once in the log. With a Poller the lease holder then polls
 //     each collection for what was written since its watermark, every
-//     Options.PollEvery (poll.go): updates and insertions only, since a
+//     Options.PollEvery (poll.go): updates and insertions, since a
 //     deleted document leaves nothing to find (Status says "polling").
-//     Without one the feed stops, and the TTLs are the only freshness
-//     there is.
+//     With an IDLister it also reconciles each collection's ids every
+//     Options.ReconcileEvery against the ids it knew (reconcile.go):
+//     each id gone is a deletion. Without a Poller the feed stops, and
+//     the TTLs are the only freshness there is.
 //   - Other failures are retried after a pause (1s, doubling to 5s).
 //
 // The holder says in Redis whether it watches or polls, beside its token,
 // so the other replicas know too (Mode): they keep entries long while a
 // stream watches, since every write obsoletes them, and only for the TTLs
-// while a poll runs, which cannot see deletions.
+// while a poll runs, which sees deletions only once per reconcile.
+//
+// A source that every replica watches on its own (a sandbox directory)
+// needs no lease: a Local feed (local.go) runs it on each replica, and
+// the log keeps the first report of each version. It keeps the same
+// promise: each change and what it derives to the cache, then to the
+// log, at least once and in order, a failure retried before anything
+// after it is appended.
 package feed
 
 import (
@@ -38,6 +52,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -70,6 +85,26 @@ type Log interface {
 	Append(ctx context.Context, source string, changes []sources.Change) error
 }
 
+// A Deriver adds to changes the changes they derive: an update of each
+// document whose served form embeds a changed one (package enrich's
+// Deriver is one). It returns each change followed by what it derives,
+// and fails when it cannot tell: the feed tries again.
+type Deriver interface {
+	Derive(ctx context.Context, changes []sources.Change) ([]sources.Change, error)
+}
+
+// derive is changes and what they derive; changes alone without d.
+func derive(ctx context.Context, d Deriver, changes []sources.Change) ([]sources.Change, error) {
+	if d == nil {
+		return changes, nil
+	}
+	all, err := d.Derive(ctx, changes)
+	if err != nil {
+		return nil, fmt.Errorf("feed: deriving the changes of what embeds them: %w", err)
+	}
+	return all, nil
+}
+
 // Options configure a Feed. Unsupported and HistoryLost are required.
 type Options struct {
 	Name        string   // the lease's and token's name; "" means "mongo"
@@ -80,11 +115,20 @@ type Options struct {
 	Unsupported, HistoryLost func(error) bool
 	// Log, when set, gets every change, after the cache.
 	Log Log
+	// Derive, when set, adds to each change the changes it derives.
+	Derive Deriver
 	// Poller, when set, stands in for a server without change streams;
 	// PollEvery is how often it polls (PRODAPI_FEED_POLL), 0 meaning
 	// DefaultPollEvery.
 	Poller    Poller
 	PollEvery time.Duration
+	// IDs, when set with a Poller, walks each collection's ids every
+	// ReconcileEvery (PRODAPI_FEED_RECONCILE; 0 means
+	// DefaultReconcileEvery) to find what was deleted, against the ids
+	// Known keeps (nil: this process's memory).
+	IDs            IDLister
+	Known          KnownIDs
+	ReconcileEvery time.Duration
 	// Now is the clock the poll caps its watermarks with; nil means
 	// time.Now.
 	Now     func() time.Time
@@ -110,7 +154,7 @@ const (
 const (
 	ModeUnknown = ""       // nobody said yet
 	ModeStream  = "stream" // the holder watches a change stream
-	ModePoll    = "poll"   // the holder polls: deletions are not seen
+	ModePoll    = "poll"   // the holder polls: deletions are seen once per reconcile
 )
 
 // Sources of the log's entries, as package changelog names them.
@@ -136,6 +180,10 @@ type Feed struct {
 	// noStreams is set once the server turned out to have no change
 	// streams: a takeover by this replica polls at once.
 	noStreams bool
+
+	// round is the reconcile's last round here (reconcile.go); only the
+	// one reconcile running at a time reads it.
+	round int64
 }
 
 // New returns a feed; Run runs it.
@@ -151,6 +199,12 @@ func New(src Source, coord Coordinator, apply Applier, opts Options) *Feed {
 	}
 	if opts.PollEvery <= 0 {
 		opts.PollEvery = DefaultPollEvery
+	}
+	if opts.ReconcileEvery <= 0 {
+		opts.ReconcileEvery = DefaultReconcileEvery
+	}
+	if opts.Known == nil {
+		opts.Known = &memKnown{sets: map[string]map[string]int64{}}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -264,8 +318,11 @@ func (f *Feed) Run(ctx context.Context) error {
 			return nil
 		case f.opts.HistoryLost(err):
 			f.log.Warn("feed: the change stream cannot resume; flushing the resources it covers", "error", err)
-			if err := f.flush(ctx); err != nil {
-				f.log.Warn("feed: flush incomplete", "error", err)
+			if err = f.flush(ctx); err != nil {
+				// The token stays: the next watch finds the history lost
+				// again, and flushes again.
+				err = fmt.Errorf("feed: flushing: %w", err)
+				break
 			}
 			if err := f.coord.SaveToken(ctx, f.opts.Name, nil); err != nil {
 				f.log.Warn("feed: dropping the token", "error", err)
@@ -273,7 +330,7 @@ func (f *Feed) Run(ctx context.Context) error {
 			continue
 		}
 		f.set(StatusRetrying)
-		f.log.Warn("feed: the change stream or the poll failed; retrying", "error", err, "in", pause)
+		f.log.Warn("feed: the change stream or the poll failed; retrying", "error", err, "in", pause.String())
 		_ = f.coord.ReleaseLease(ctx, f.opts.Name, f.holder)
 		if !sleep(ctx, pause) {
 			return ctx.Err()
@@ -326,16 +383,17 @@ func (f *Feed) leadOnce(ctx context.Context) error {
 		f.mu.Lock()
 		f.noStreams = true
 		f.mu.Unlock()
-		f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB): polling _updated instead; deletions are not seen",
-			"every", f.opts.PollEvery, "error", err)
+		f.log.Warn("feed: the database has no change streams (it is not a replica set, or is FerretDB): polling _updated instead; "+
+			"deletions are seen when the ids are reconciled", "every", f.opts.PollEvery.String(), "reconcile", f.reconcileEvery().String(), "error", err)
 	}
 	f.set(StatusPolling)
 	f.say(ctx, ModePoll)
 	return f.poll(ctx)
 }
 
-// watch follows the change stream from the saved token: each change to
-// the cache, then to the log, then its token saved.
+// watch follows the change stream from the saved token: each change
+// with what it derives to the cache, then to the log, then its token
+// saved.
 func (f *Feed) watch(ctx context.Context) error {
 	token, err := f.coord.Token(ctx, f.opts.Name)
 	if err != nil {
@@ -343,11 +401,7 @@ func (f *Feed) watch(ctx context.Context) error {
 	}
 	said := false
 	return f.src.Watch(ctx, f.opts.Collections, token, func(ch sources.Change, tok []byte) error {
-		if err := f.apply.Apply(ctx, []sources.Change{ch}); err != nil {
-			f.log.Warn("feed: invalidation incomplete", "collection", ch.Collection, "error", err)
-		}
-		f.events.Inc()
-		if err := f.append(ctx, sourceStream, []sources.Change{ch}); err != nil {
+		if err := f.report(ctx, sourceStream, []sources.Change{ch}); err != nil {
 			return err // the token stays before the change: it comes again
 		}
 		if !said {
@@ -358,21 +412,44 @@ func (f *Feed) watch(ctx context.Context) error {
 	})
 }
 
-// append adds changes to the log, if there is one.
-func (f *Feed) append(ctx context.Context, source string, changes []sources.Change) error {
+// report applies changes and what they derive to the cache, then
+// appends them to the log. A failure of either fails it, and nothing
+// was appended when the cache failed: the caller reports them again.
+func (f *Feed) report(ctx context.Context, source string, changes []sources.Change) error {
+	all, err := derive(ctx, f.opts.Derive, changes)
+	if err != nil {
+		return err
+	}
+	if err := f.applyAndAppend(ctx, source, all); err != nil {
+		return err
+	}
+	f.events.Add(uint64(len(changes)))
+	return nil
+}
+
+// applyAndAppend applies changes to the cache and, once that succeeded,
+// appends them to the log, if there is one.
+func (f *Feed) applyAndAppend(ctx context.Context, source string, changes []sources.Change) error {
+	if err := f.apply.Apply(ctx, changes); err != nil {
+		return fmt.Errorf("feed: applying %d changes to the cache: %w", len(changes), err)
+	}
 	if f.opts.Log == nil {
 		return nil
 	}
-	return f.opts.Log.Append(ctx, source, changes)
+	if err := f.opts.Log.Append(ctx, source, changes); err != nil {
+		return fmt.Errorf("feed: appending %d changes to the log: %w", len(changes), err)
+	}
+	return nil
 }
 
-// flush reports every covered collection as changed wholesale.
+// flush reports every covered collection as changed wholesale (which
+// derives nothing more).
 func (f *Feed) flush(ctx context.Context) error {
 	changes := make([]sources.Change, len(f.opts.Collections))
 	for i, c := range f.opts.Collections {
 		changes[i] = sources.Change{Collection: c, Op: sources.OpFlush}
 	}
-	return errors.Join(f.apply.Apply(ctx, changes), f.append(ctx, sourceStream, changes))
+	return f.applyAndAppend(ctx, sourceStream, changes)
 }
 
 // sleep waits d; false when ctx ended first.

@@ -139,7 +139,7 @@ func TestOneWatcherAndTakeover(t *testing.T) {
 	}
 	defer rdb.Close()
 	testkit.Eventually(t, "the token to be kept", func() bool {
-		return rdb.Exists(context.Background(), "prodapi:v1:feed:mongo:token").Val() == 1
+		return rdb.Exists(context.Background(), "prodapi:v1:{changes}:feed:mongo:token").Val() == 1
 	})
 	if err := watcher.stop(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run: %v", err)

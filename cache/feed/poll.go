@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
@@ -49,7 +50,12 @@ const DefaultPollEvery = time.Second
 // resume token after each poll that reported something, once the
 // changes are in the cache and the log: a holder that dies in between
 // leaves the previous watermark, and its successor reports those changes
-// again, which the log appends once.
+// again, which the log appends once. A change the cache did not take (an
+// invalidation that did not reach Redis) fails the poll like an append
+// that failed: the watermark stays, and the change comes again.
+//
+// A deleted document leaves nothing for a poll to find: reconcile.go
+// finds deletions.
 const (
 	// pollOverlap is how far behind the watermark a poll looks.
 	pollOverlap = 2 * time.Second
@@ -83,9 +89,35 @@ type seenDoc struct {
 // pollToken names where the watermarks are kept, beside the resume token.
 func (f *Feed) pollToken() string { return f.opts.Name + "-poll" }
 
-// poll polls every collection every PollEvery until ctx ends or a poll
-// fails.
+// poll polls every collection every PollEvery, and reconciles their ids
+// alongside, until ctx ends or a poll or a round fails.
 func (f *Feed) poll(ctx context.Context) error {
+	if f.opts.IDs == nil {
+		return f.pollEvery(ctx)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	var failed error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Ends with pctx (the poll returned), or when a round fails,
+		// which then ends the poll.
+		if err := f.reconcile(pctx); pctx.Err() == nil {
+			failed = err
+			cancel()
+		}
+	})
+	err := f.pollEvery(pctx)
+	cancel()
+	wg.Wait()
+	if failed != nil {
+		return failed
+	}
+	return err
+}
+
+// pollEvery polls every collection every PollEvery until ctx ends or a
+// poll fails.
+func (f *Feed) pollEvery(ctx context.Context) error {
 	states, err := f.loadPoll(ctx)
 	if err != nil {
 		return err
@@ -242,7 +274,10 @@ func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, col
 	if len(changes) == 0 {
 		return false, nil
 	}
-	if err := f.report(ctx, changes); err != nil {
+	if err := f.report(ctx, sourcePoll, changes); err != nil {
+		return false, fmt.Errorf("feed: reporting what the poll found: %w", err)
+	}
+	if err := f.know(ctx, coll, changes); err != nil {
 		return false, err
 	}
 	st.Mark = f.capped(mark)
@@ -268,23 +303,11 @@ func (f *Feed) pollReport(ctx context.Context, states map[string]*pollState, col
 func (f *Feed) pollFlush(ctx context.Context, states map[string]*pollState, coll string, newest time.Time, read []sources.Stamp) error {
 	f.log.Warn("feed: more documents share a second or two of _updated than a poll reads; reporting the collection flushed",
 		"collection", coll, "updated", newest, "documents", len(read))
-	if err := f.report(ctx, []sources.Change{{Collection: coll, Op: sources.OpFlush}}); err != nil {
-		return err
+	if err := f.report(ctx, sourcePoll, []sources.Change{{Collection: coll, Op: sources.OpFlush}}); err != nil {
+		return fmt.Errorf("feed: reporting a flush of %s: %w", coll, err)
 	}
 	after := newest.Add(time.Second)
 	states[coll] = &pollState{Mark: after, Floor: after, Seen: map[string]seenDoc{}}
-	return nil
-}
-
-// report applies changes to the cache, then appends them to the log.
-func (f *Feed) report(ctx context.Context, changes []sources.Change) error {
-	if err := f.apply.Apply(ctx, changes); err != nil {
-		f.log.Warn("feed: invalidation incomplete", "changes", len(changes), "error", err)
-	}
-	f.events.Add(uint64(len(changes)))
-	if err := f.append(ctx, sourcePoll, changes); err != nil {
-		return fmt.Errorf("feed: appending what the poll found: %w", err)
-	}
 	return nil
 }
 

@@ -45,9 +45,12 @@ func (l *logRecorder) got() []string {
 	return slices.Clone(l.entries)
 }
 
-func (l *logRecorder) count(entry string) int {
+func (l *logRecorder) count(entry string) int { return countOf(l.got(), entry) }
+
+// countOf is how many of entries are entry.
+func countOf(entries []string, entry string) int {
 	n := 0
-	for _, e := range l.got() {
+	for _, e := range entries {
 		if e == entry {
 			n++
 		}
@@ -165,7 +168,7 @@ func TestPollTakeover(t *testing.T) {
 	rdb := realserver.RedisClient(rs.Addr())
 	defer rdb.Close()
 	testkit.Eventually(t, "the watermark saved", func() bool {
-		b, _ := rdb.Get(context.Background(), "prodapi:v1:feed:mongo-poll:token").Bytes()
+		b, _ := rdb.Get(context.Background(), "prodapi:v1:{changes}:feed:mongo-poll:token").Bytes()
 		return strings.Contains(string(b), `"d1"`)
 	})
 	// (Stopped before that, it would leave the previous watermark, and
@@ -231,6 +234,14 @@ func (p *deskStamps) calls() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.polls
+}
+
+// pastFirstRound waits for two more rounds of polls: the first, which
+// takes what is there as its start, is over by then.
+func (p *deskStamps) pastFirstRound(t *testing.T) {
+	t.Helper()
+	start := p.calls()
+	testkit.Eventually(t, "two rounds of polls", func() bool { return p.calls() >= start+2*len(sources.Collections) })
 }
 
 func (p *deskStamps) add(stamps ...sources.Stamp) {

@@ -398,3 +398,68 @@ func breakerOpensOneCallAtATime(t *testing.T, tr *Tier, kill func()) {
 		t.Error("a read was made with the breaker open")
 	}
 }
+
+// A Redis that refuses the client's credentials opens the breaker as a
+// dead one does: the refusal is a reply, but every call would dial a
+// connection again to hear it. Each refusal is an AuthError: no
+// password, a wrong one, an unknown user.
+func TestRefusedCredentialsOpenTheBreaker(t *testing.T) {
+	locked := realserver.StartRedis(t, 0, "--requirepass", "right")
+	for _, tc := range []struct{ name, url, want string }{
+		{"no password", locked.URL(), "NOAUTH"},
+		{"wrong password", "redis://:wrong@" + locked.Addr(), "WRONGPASS"},
+		{"unknown user", "redis://someone:right@" + locked.Addr(), "WRONGPASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, err := NewClient(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			err = rdb.Ping(context.Background()).Err()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !AuthError(err) || !AuthError(fmt.Errorf("wrapped: %w", err)) {
+				t.Fatalf("PING: %v; want an AuthError starting %s", err, tc.want)
+			}
+			// Generous: a busy machine's dial must not look like a
+			// timeout, which would be no verdict.
+			tr := New(rdb, Options{Timeout: 5 * time.Second, Now: newClock().Now})
+			defer closeTier(t, tr)
+			for i := range breakerConsecutive {
+				if got := tr.breaker.current(); got != closed {
+					t.Fatalf("breaker %v after %d refused calls, want closed", got, i)
+				}
+				if _, ok := tr.Get(tr.WithBudget(context.Background()), "k"); ok {
+					t.Fatal("a Redis refusing the credentials answered")
+				}
+				tr.Settle()
+			}
+			if got := tr.breaker.current(); got != open {
+				t.Errorf("breaker %v after %d refused calls in a row, want open", got, breakerConsecutive)
+			}
+		})
+	}
+}
+
+// Other errors are no AuthError: other replies (Redis is there, and
+// reads go on when only writes fail) and failed connections.
+func TestAuthErrorIsOnlyTheRefusal(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := realserver.RedisClient(m.Addr())
+	defer rdb.Close()
+	ctx := context.Background()
+	m.SetError("OOM command not allowed when used memory > 'maxmemory'")
+	oom := rdb.Set(ctx, "k", "v", 0).Err()
+	m.SetError("")
+	rdb.LPush(ctx, "list", "x")
+	wrongType := rdb.Get(ctx, "list").Err()
+	m.Close()
+	refused := rdb.Get(ctx, "k").Err()
+	for name, err := range map[string]error{"OOM": oom, "WRONGTYPE": wrongType, "connection refused": refused, "none": nil} {
+		if name != "none" && err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if AuthError(err) {
+			t.Errorf("%s: %v is an AuthError", name, err)
+		}
+	}
+}

@@ -43,10 +43,22 @@ func endSpan(span trace.Span, err error) {
 
 // healthy reports whether a call's error leaves Redis looking well:
 // no error, a missing key, or a reply error (loading, out of memory,
-// WRONGTYPE: it came back, so Redis is there).
+// WRONGTYPE: it came back, so Redis is there), unless it refuses the
+// client's credentials (AuthError): then every call fails, each on a
+// connection dialled for it, until the configuration changes, and the
+// breaker had better stop asking.
 func healthy(err error) bool {
 	var reply redis.Error
-	return err == nil || errors.As(err, &reply)
+	return err == nil || errors.As(err, &reply) && !AuthError(err)
+}
+
+// AuthError reports whether err is Redis refusing the client's
+// credentials, the user and password of REDIS_URL: NOAUTH (a password is
+// required) or WRONGPASS. A connection refused so is never used: every
+// call fails alike until the configuration changes.
+func AuthError(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && redis.IsAuthError(err)
 }
 
 // sickAfter is how long a call may go unanswered before it counts

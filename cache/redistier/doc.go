@@ -25,8 +25,13 @@
 //	prodapi:v1:gen:<tag>              a tag's generation (Gens, NewGens)
 //	prodapi:v1:lease:<key>            the load lease of key (TryLoadLease)
 //	prodapi:v1:feed:<name>:lease      a change feed's watcher lease (Lease)
-//	prodapi:v1:feed:<name>:token      its resume token (Token, SaveToken)
+//	prodapi:v1:{changes}:feed:<name>:token  its resume token (Token, SaveToken)
+//	prodapi:v1:{changes}:...          the change log's stream (stream.go)
 //	prodapi:v1:invalidations          the pub/sub channel (Publish, Subscribe)
+//	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
+//	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
+//	rate:prodapi:v1:<client>          a rate limit's GCRA bucket (Charge; redis_rate puts "rate:" first)
+//	prodapi:v1:waiters:<client>       a client's waiters, by lease end (JoinWaiter, RenewWaiters, LeaveWaiter)
 //
 // # A request's budget
 //
@@ -69,7 +74,9 @@
 // lets one call through as a probe (one at a time): its success closes the
 // breaker, its failure opens it for another 2s. Reply errors (out of
 // memory, read-only) count as successes: Redis is there, so reads go on
-// when only writes fail. A read the request stopped waiting for counts
+// when only writes fail. A refusal of the client's credentials (NOAUTH,
+// WRONGPASS: AuthError) counts as a failure: every call would dial a
+// connection only to be refused. A read the request stopped waiting for counts
 // only once sickAfter has passed without a reply; another call cut short
 // by its deadline is no verdict.
 //
@@ -100,7 +107,32 @@
 // another is not touched. A
 // feed lease (Lease, ReleaseLease) lets one replica watch a change feed:
 // taken, or extended by its holder only, with a script. A feed's resume
-// token (Token, SaveToken) is kept a week after it was last saved.
+// token (Token, SaveToken) is kept a week after it was last saved, in the
+// change log's hash slot, so that a Cluster replicates it in order with
+// the entries appended before it was saved.
+//
+// # Rate limits
+//
+// Charge takes events from a GCRA bucket the fleet shares
+// (go-redis/redis_rate: one script call, on Redis's clock), all or none,
+// or as many as it holds: the fair-share limiter (server/fairshare)
+// charges each backend load before it starts, and the hits it served in
+// batches. It waits like a read (Timeout, or what is left of the
+// request's budget) and is judged by the breaker; ok false means the
+// limiter counts on this replica alone meanwhile.
+//
+// # Waiters
+//
+// JoinWaiter, RenewWaiters and LeaveWaiter count each client's /changes
+// streams, long polls and min_position waits across the fleet
+// (server/changes's Fleet): a sorted set per client of waiter ids, each
+// scored by the end of its lease on Redis's clock. A join drops the
+// members whose leases ended, then adds its own unless the client is at
+// its cap, in one script; each replica renews all of its waiters' leases
+// in one pipelined round trip every third of a lease; so the waiters of
+// a replica that died leave the count when their leases end. Each call
+// waits as a control call does and is judged by the breaker; an error
+// means the replica counts on its own meanwhile.
 //
 // # Clients and REDIS_URL
 //
@@ -132,8 +164,8 @@
 // Registered on Options.Metrics, under the cache's names (package cache
 // lists them all):
 //
-//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate
-//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease
+//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate, rate, waiters
+//	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed
 //	prodapi_cache_invalidations_received_total       messages on the channel, own included

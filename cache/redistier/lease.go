@@ -14,12 +14,25 @@ import (
 // wait for its value: taken once with SET NX PX, never renewed. A feed
 // lease (Lease) lets one replica watch a change feed for the fleet: taken
 // or renewed by its holder. A feed's resume token (Token, SaveToken) is
-// kept beside its lease, so that whoever watches next continues where the
-// last one stopped.
+// kept in the change log's hash slot, {changes}, so that whoever watches
+// next continues where the last one stopped.
+//
+// A feed saves its token after appending the changes before it to the
+// change log's stream: in the stream's slot, a Cluster replicates the
+// token in order with the entries (one master, one replication stream),
+// so a failover that loses the newest entries loses the token saves made
+// after them too, and the feed that takes over resumes before what was
+// lost and reports it again. A token under the old key (before this
+// version: prodapi:v1:feed:<name>:token, outside the slot) is read while
+// there is none under the new one, and dropped with the first save.
 
 func loadLeaseKey(key string) string  { return Prefix + "lease:" + key }
 func feedLeaseKey(name string) string { return Prefix + "feed:" + name + ":lease" }
-func feedTokenKey(name string) string { return Prefix + "feed:" + name + ":token" }
+func feedTokenKey(name string) string { return Prefix + "{changes}:feed:" + name + ":token" }
+
+// legacyTokenKey is where versions before the {changes} slot kept a
+// feed's resume token.
+func legacyTokenKey(name string) string { return Prefix + "feed:" + name + ":token" }
 
 // tokenTTL bounds how long a resume token outlives the last event: far
 // beyond any oplog window, so it is only ever dropped as garbage.
@@ -125,7 +138,9 @@ func (t *Tier) ReleaseLease(ctx context.Context, name, holder string) error {
 	return err
 }
 
-// Token returns the named feed's resume token, nil when there is none.
+// Token returns the named feed's resume token, nil when there is none:
+// the one saved under the {changes} slot, or while there is none, one
+// an older version saved under the old key.
 func (t *Tier) Token(ctx context.Context, name string) ([]byte, error) {
 	if t.rdb == nil {
 		t.alone.mu.Lock()
@@ -134,15 +149,19 @@ func (t *Tier) Token(ctx context.Context, name string) ([]byte, error) {
 	}
 	ctx, cancel := t.controlCtx(ctx)
 	defer cancel()
-	b, err := t.rdb.Get(ctx, feedTokenKey(name)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	for _, key := range []string{feedTokenKey(name), legacyTokenKey(name)} {
+		b, err := t.rdb.Get(ctx, key).Bytes()
+		if !errors.Is(err, redis.Nil) {
+			return b, err
+		}
 	}
-	return b, err
+	return nil, nil
 }
 
 // SaveToken keeps the named feed's resume token, for a week after the
-// last save; nil drops it.
+// last save; nil drops it. Either way an old version's token under the
+// old key goes (after: a failure leaves the old key to read, never a
+// lost token).
 func (t *Tier) SaveToken(ctx context.Context, name string, token []byte) error {
 	if t.rdb == nil {
 		t.alone.mu.Lock()
@@ -155,8 +174,15 @@ func (t *Tier) SaveToken(ctx context.Context, name string, token []byte) error {
 	}
 	ctx, cancel := t.controlCtx(ctx)
 	defer cancel()
+	var err error
 	if token == nil {
-		return t.rdb.Del(ctx, feedTokenKey(name)).Err()
+		err = t.rdb.Del(ctx, feedTokenKey(name)).Err()
+	} else {
+		err = t.rdb.Set(ctx, feedTokenKey(name), token, tokenTTL).Err()
 	}
-	return t.rdb.Set(ctx, feedTokenKey(name), token, tokenTTL).Err()
+	if err != nil {
+		return err
+	}
+	// Two slots: a command of its own.
+	return t.rdb.Del(ctx, legacyTokenKey(name)).Err()
 }

@@ -17,6 +17,7 @@ type series struct {
 	// without a lookup.
 	redisGet, redisSet, redisDel metrics.Observer
 	redisGens, redisLease        metrics.Observer
+	redisRate                    metrics.Observer
 }
 
 func newMetrics(m *metrics.Metrics) *series {
@@ -26,7 +27,7 @@ func newMetrics(m *metrics.Metrics) *series {
 		s = newSeries(m)
 		// At 0 from the start, so that rate() over them has data
 		// before their first event.
-		for _, op := range []string{"get", "set", "del", "lease", "invalidate"} {
+		for _, op := range []string{"get", "set", "del", "lease", "invalidate", "rate", "waiters"} {
 			s.redisErrors.Declare(op)
 		}
 		for _, reason := range []string{"queue_full", "breaker_open", "closed"} {
@@ -34,18 +35,19 @@ func newMetrics(m *metrics.Metrics) *series {
 		}
 		redisTime = m.Histogram("prodapi_cache_redis_duration_seconds",
 			"Time a Redis call took, from sending it to its reply, by operation (get, set, del; gens: the tag generations of an entry read, "+
-				"in one pipeline; lease: a fleet load lease taken or looked at); a get given up on is timed to its reply.",
+				"in one pipeline; lease: a fleet load lease taken or looked at; rate: a charge to a client's rate limit); a get given up on is timed to its reply.",
 			nil, "op")
 	}
 	s.redisGet, s.redisSet, s.redisDel = redisTime.Observer("get"), redisTime.Observer("set"), redisTime.Observer("del")
 	s.redisGens, s.redisLease = redisTime.Observer("gens"), redisTime.Observer("lease")
+	s.redisRate = redisTime.Observer("rate")
 	return s
 }
 
 func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		redisErrors: m.Counter("prodapi_cache_redis_errors_total",
-			"Redis calls that failed or timed out, by operation (get: a value or the generations of its tags; set, del; lease: a fleet load lease taken or released; invalidate: generations set or an invalidation published); each became a miss, a skipped write or an invalidation of this replica only.",
+			"Redis calls that failed or timed out, by operation (get: a value or the generations of its tags; set, del; lease: a fleet load lease taken or released; invalidate: generations set or an invalidation published; rate: a charge to a client's rate limit; waiters: a client's waiters joined, renewed or left); each became a miss, a skipped write, an invalidation of this replica only, or a limit or waiters counted by this replica alone.",
 			"op"),
 		writesDropped: m.Counter("prodapi_cache_writes_dropped_total",
 			"Redis writes not made, by reason (queue_full, breaker_open, closed).",

@@ -1,6 +1,7 @@
 package redistier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,13 +20,22 @@ import (
 //	prodapi:v1:{changes}:stream      the entries, by id (ms-seq, Redis's clock)
 //	prodapi:v1:{changes}:meta        a hash: epoch, trimmed
 //	prodapi:v1:{changes}:seen:<key>  the version last appended for a document
+//	prodapi:v1:{changes}:feed:<name>:token  a change feed's resume token (lease.go)
 //
 // The epoch names one life of the stream: a random value set when the
 // stream is created, and again whenever the stream turns out to be gone
 // (Redis restarted without persistence, the key was deleted or evicted)
-// or the meta hash does. An id means something only with its epoch.
-// trimmed is the newest id trimmed away, "0-0" when none was: a reader
-// resuming after an id older than it has missed entries.
+// or the meta hash does, or when a reader finds that the stream lost
+// entries it had handed out (StreamRenew). An id means something only
+// with its epoch. trimmed is the newest id trimmed away, "0-0" when none
+// was: a reader resuming after an id older than it has missed entries.
+// A renewed epoch starts with trimmed at the stream's last id: the
+// entries of the old one are never read as the new one's.
+//
+// The reads a replica's follower makes over and over (StreamCheck,
+// StreamRead) and a request's (StreamRange) are read-only commands (a
+// MULTI of reads, XREAD), never scripts, so that a CLIENT PAUSE WRITE,
+// the pause of a failover, does not hold them.
 //
 // The tier deals in fields and ids; package cache/changelog says what the
 // fields mean.
@@ -89,7 +99,11 @@ if not epoch or redis.call('EXISTS', stream) == 0 then
     redis.call('XADD', stream, 'MAXLEN', '0', '*', 'epoch', epoch)
   end
 end
-local function lastID()
+` + lastIDFunc
+
+// lastIDFunc defines lastID(stream), the stream's last-generated-id.
+const lastIDFunc = `
+local function lastID(stream)
   local info = redis.call('XINFO', 'STREAM', stream)
   for k = 1, #info, 2 do
     if info[k] == 'last-generated-id' then return info[k + 1] end
@@ -159,22 +173,19 @@ local recs = {}
 if tonumber(ARGV[2]) > 0 then
   recs = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', ARGV[2])
 end
-return {epoch, redis.call('HGET', meta, 'trimmed'), lastID(), redis.call('XLEN', stream), recs}`)
+return {epoch, redis.call('HGET', meta, 'trimmed'), lastID(stream), redis.call('XLEN', stream), recs}`)
 
-// streamRange returns where the stream stands and up to ARGV[2] entries
-// from ARGV[1] on ("-", or "(<id>" for those after id), in one atomic
-// read; nothing at all when there is no stream.
-var streamRange = redis.NewScript(`
+// streamRenew ends the epoch ARGV[1], if it is still the stream's, with
+// the epoch ARGV[2], whose entries start after the stream's last id; it
+// returns the stream's epoch after ("" when there is no stream), and 1
+// when it renewed it, 0 when not.
+var streamRenew = redis.NewScript(lastIDFunc + `
 local stream, meta = KEYS[1], KEYS[2]
 local epoch = redis.call('HGET', meta, 'epoch')
-if not epoch or redis.call('EXISTS', stream) == 0 then return {} end
-local info = redis.call('XINFO', 'STREAM', stream)
-local last = '0-0'
-for k = 1, #info, 2 do
-  if info[k] == 'last-generated-id' then last = info[k + 1] end
-end
-return {epoch, redis.call('HGET', meta, 'trimmed'), last, redis.call('XLEN', stream),
-  redis.call('XRANGE', stream, ARGV[1], '+', 'COUNT', ARGV[2])}`)
+if not epoch or redis.call('EXISTS', stream) == 0 then return {'', 0} end
+if epoch ~= ARGV[1] then return {epoch, 0} end
+redis.call('HSET', meta, 'epoch', ARGV[2], 'trimmed', lastID(stream))
+return {ARGV[2], 1}`)
 
 // NewEpoch makes an epoch: 16 lowercase hex digits, random. The stream
 // takes one when it is created (the epoch a script is given is kept only
@@ -265,31 +276,121 @@ func (t *Tier) StreamRange(ctx context.Context, after string, count int) (st Str
 	if after != "" {
 		from = "(" + after
 	}
+	st, recs, ok, err = t.streamRange(ctx, from, count)
+	if err != nil {
+		return st, nil, false, fmt.Errorf("redistier: stream range: %w", err)
+	}
+	return st, recs, ok, nil
+}
+
+// StreamCheck returns where the stream stands and, when at is an id,
+// the record at that id (nil when there is none): the follower's look,
+// after each read, at whether the stream still is the one it was
+// reading. ok is false when there is no stream.
+func (t *Tier) StreamCheck(ctx context.Context, at string) (st StreamState, rec *StreamRecord, ok bool, err error) {
+	if t.rdb == nil {
+		return st, nil, false, ErrNoStream
+	}
+	count := 0
+	if at != "" {
+		count = 1
+	}
+	st, recs, ok, err := t.streamRange(ctx, cmp.Or(at, "-"), count)
+	if err != nil {
+		return st, nil, false, fmt.Errorf("redistier: stream check: %w", err)
+	}
+	if len(recs) > 0 && recs[0].ID == at {
+		rec = &recs[0]
+	}
+	return st, rec, ok, nil
+}
+
+// streamRange returns where the stream stands and up to count entries
+// from from on ("-", "(<id>" for those after id, or "<id>" for id itself
+// and those after), in one transaction of reads (MULTI: atomic, and not
+// held by a CLIENT PAUSE WRITE as a script is); ok is false when there
+// is no stream.
+func (t *Tier) streamRange(ctx context.Context, from string, count int) (st StreamState, recs []StreamRecord, ok bool, err error) {
 	ctx, cancel := t.controlCtx(ctx)
 	defer cancel()
-	sctx, span := t.span(ctx, "EVALSHA")
-	v, err := streamRange.Run(sctx, t.rdb, []string{streamKey(), streamMetaKey()}, from, count).Slice()
+	sctx, span := t.span(ctx, "MULTI")
+	var meta *redis.SliceCmd
+	var exists, length *redis.IntCmd
+	var info *redis.XInfoStreamCmd
+	var rng *redis.Cmd
+	_, err = t.rdb.TxPipelined(sctx, func(p redis.Pipeliner) error {
+		meta = p.HMGet(sctx, streamMetaKey(), "epoch", "trimmed")
+		exists = p.Exists(sctx, streamKey())
+		info = p.XInfoStream(sctx, streamKey())
+		length = p.XLen(sctx, streamKey())
+		if count > 0 {
+			// Raw, not XRangeN: its fields keep their order.
+			rng = p.Do(sctx, "XRANGE", streamKey(), from, "+", "COUNT", count)
+		}
+		return nil
+	})
 	endSpan(span, err)
-	if err != nil {
-		return st, nil, false, fmt.Errorf("redistier: stream range: %w", err)
+	if exists.Err() != nil || exists.Val() == 0 {
+		// XINFO fails without a stream: the transaction's error is its.
+		return st, nil, false, exists.Err()
 	}
-	if len(v) == 0 {
+	if err != nil {
+		return st, nil, false, err
+	}
+	v := meta.Val()
+	st.Epoch, _ = v[0].(string)
+	st.Trimmed, _ = v[1].(string)
+	if st.Epoch == "" {
 		return st, nil, false, nil
 	}
-	st, recs, err = streamReply(v)
-	if err != nil {
-		return st, nil, false, fmt.Errorf("redistier: stream range: %w", err)
+	st.Trimmed = cmp.Or(st.Trimmed, "0-0")
+	st.Last = cmp.Or(info.Val().LastGeneratedID, "0-0")
+	st.Length = length.Val()
+	if rng != nil {
+		raw, _ := rng.Val().([]any)
+		if recs, err = parseRecords(raw); err != nil {
+			return st, nil, false, err
+		}
 	}
 	return st, recs, true, nil
 }
 
+// StreamRenew ends the stream's epoch old, if it still is the stream's,
+// with a new one whose entries start after the stream's last id: what a
+// reader does when it finds that the stream lost entries it had handed
+// out, so that every id of old expires. It returns the stream's epoch
+// after ("" when there is no stream: the next snapshot or append makes
+// one), and whether this call renewed it. Redis runs it as one script:
+// of the replicas that find the loss at once, one renews the epoch, and
+// the others find it renewed.
+func (t *Tier) StreamRenew(ctx context.Context, old string) (epoch string, renewed bool, err error) {
+	if t.rdb == nil {
+		return "", false, ErrNoStream
+	}
+	ctx, cancel := t.controlCtx(ctx)
+	defer cancel()
+	v, err := streamRenew.Run(ctx, t.rdb, []string{streamKey(), streamMetaKey()}, old, NewEpoch()).Slice()
+	if err != nil {
+		return "", false, fmt.Errorf("redistier: stream renew: %w", err)
+	}
+	if len(v) != 2 {
+		return "", false, fmt.Errorf("redistier: stream renew: a reply of %d parts", len(v))
+	}
+	epoch, _ = v[0].(string)
+	n, _ := v[1].(int64)
+	return epoch, n == 1, nil
+}
+
 // StreamRead waits up to block for entries after the id after, and
 // returns up to count of them (none when block passed first). It holds a
-// connection while it waits: the replica's one follower calls it.
+// connection while it waits: the replica's one follower calls it. A read
+// that has no answer within block and a control call's timeout fails.
 func (t *Tier) StreamRead(ctx context.Context, after string, block time.Duration, count int) ([]StreamRecord, error) {
 	if t.rdb == nil {
 		return nil, ErrNoStream
 	}
+	ctx, cancel := context.WithTimeout(ctx, block+max(t.timeout, time.Second))
+	defer cancel()
 	res, err := t.rdb.XRead(ctx, &redis.XReadArgs{
 		Streams: []string{streamKey(), after},
 		Count:   int64(count),
@@ -310,31 +411,6 @@ func (t *Tier) StreamRead(ctx context.Context, after string, block time.Duration
 	return recs, nil
 }
 
-// StreamMeta returns the stream's epoch, newest trimmed id and length
-// ("" epoch: there is no stream), for a follower to check that what it
-// read continues what it had.
-func (t *Tier) StreamMeta(ctx context.Context) (StreamState, error) {
-	if t.rdb == nil {
-		return StreamState{}, ErrNoStream
-	}
-	ctx, cancel := t.controlCtx(ctx)
-	defer cancel()
-	pipe := t.rdb.Pipeline()
-	meta := pipe.HMGet(ctx, streamMetaKey(), "epoch", "trimmed")
-	n := pipe.XLen(ctx, streamKey())
-	exists := pipe.Exists(ctx, streamKey())
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return StreamState{}, fmt.Errorf("redistier: stream meta: %w", err)
-	}
-	var st StreamState
-	if v := meta.Val(); len(v) == 2 && exists.Val() == 1 {
-		st.Epoch, _ = v[0].(string)
-		st.Trimmed, _ = v[1].(string)
-	}
-	st.Length = n.Val()
-	return st, nil
-}
-
 // streamReply reads {epoch, trimmed, last, length, records} as the
 // scripts return it.
 func streamReply(v []any) (StreamState, []StreamRecord, error) {
@@ -353,11 +429,18 @@ func streamReply(v []any) (StreamState, []StreamRecord, error) {
 		st.Trimmed = "0-0"
 	}
 	raw, _ := v[4].([]any)
+	recs, err := parseRecords(raw)
+	return st, recs, err
+}
+
+// parseRecords reads entries as XRANGE returns them: {id, {name, value,
+// ...}} each.
+func parseRecords(raw []any) ([]StreamRecord, error) {
 	recs := make([]StreamRecord, 0, len(raw))
 	for _, r := range raw {
 		pair, _ := r.([]any)
 		if len(pair) != 2 {
-			return st, nil, errors.New("a malformed entry")
+			return nil, errors.New("a malformed entry")
 		}
 		id, _ := pair[0].(string)
 		fields, _ := pair[1].([]any)
@@ -368,7 +451,7 @@ func streamReply(v []any) (StreamState, []StreamRecord, error) {
 		}
 		recs = append(recs, rec)
 	}
-	return st, recs, nil
+	return recs, nil
 }
 
 // messageRecord is an XREAD message as a record. go-redis hands the

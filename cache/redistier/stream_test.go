@@ -106,8 +106,77 @@ func TestRealRedisStreamAppendAndRead(t *testing.T) {
 	if recs := <-got; !slices.Equal(recordIDs(recs), next[0]) {
 		t.Errorf("blocked read: %v, want %v", recordIDs(recs), next[0])
 	}
-	if meta, err := tr.StreamMeta(ctx); err != nil || meta.Epoch != epoch || meta.Length != 6 {
-		t.Errorf("meta %+v, %v", meta, err)
+	last := next[0][0]
+	st, rec, ok, err := tr.StreamCheck(ctx, all[1])
+	if err != nil || !ok || st.Epoch != epoch || st.Length != 6 || st.Last != last {
+		t.Errorf("check: %+v %v %v", st, ok, err)
+	}
+	if rec == nil || rec.ID != all[1] || !slices.Equal(rec.Fields, record("b")) {
+		t.Errorf("check: the record at %s: %+v", all[1], rec)
+	}
+	// An id that is no entry's: no record (not the next one).
+	if _, rec, _, err := tr.StreamCheck(ctx, "1-0"); err != nil || rec != nil {
+		t.Errorf("check at 1-0: %+v, %v; want none", rec, err)
+	}
+	if _, rec, ok, err := tr.StreamCheck(ctx, ""); err != nil || !ok || rec != nil {
+		t.Errorf("check of the state alone: %+v %v %v", rec, ok, err)
+	}
+}
+
+// A renewal ends the epoch it names, if it is still the stream's: the
+// new one starts after the last id, so that the old entries are not the
+// new epoch's.
+func TestRealRedisStreamRenew(t *testing.T) {
+	tr, _ := realTier(t)
+	ctx := t.Context()
+	st, _, _, err := tr.StreamAppend(ctx, []StreamAppend{{Records: [][]string{record("a")}}}, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.Epoch
+	if got, did, err := tr.StreamRenew(ctx, "0123456789abcdef"); err != nil || got != old || did {
+		t.Errorf("renewing another epoch: %q %v, %v; want the stream's, %q, kept", got, did, err, old)
+	}
+	renewed, did, err := tr.StreamRenew(ctx, old)
+	if err != nil || !did || renewed == old || len(renewed) != 16 {
+		t.Fatalf("renewing the stream's epoch: %q %v, %v", renewed, did, err)
+	}
+	// A second renewal of the old epoch (another replica found the same
+	// loss) leaves the new one.
+	if again, did, err := tr.StreamRenew(ctx, old); err != nil || again != renewed || did {
+		t.Errorf("renewing the old epoch again: %q %v, %v; want %q, not renewed", again, did, err, renewed)
+	}
+	st, recs, ok, err := tr.StreamRange(ctx, "", 10)
+	if err != nil || !ok || st.Epoch != renewed || st.Trimmed != st.Last || len(recs) != 1 {
+		t.Errorf("after the renewal: %+v, %d records, %v %v; want the new epoch, trimmed through the last id", st, len(recs), ok, err)
+	}
+}
+
+// The follower's reads and a request's are read-only: a CLIENT PAUSE
+// WRITE, the pause of a failover, does not hold them, while it holds an
+// append.
+func TestRealRedisStreamReadsDuringAWritePause(t *testing.T) {
+	tr, srv := realTier(t)
+	ctx := t.Context()
+	st, _, ids, err := tr.StreamAppend(ctx, []StreamAppend{{Records: [][]string{record("a")}}}, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Do(context.Background(), "CLIENT", "UNPAUSE") })
+	if got, _, ok, err := tr.StreamCheck(ctx, ids[0][0]); err != nil || !ok || got.Epoch != st.Epoch {
+		t.Errorf("check during the pause: %+v %v %v", got, ok, err)
+	}
+	if _, recs, ok, err := tr.StreamRange(ctx, "", 10); err != nil || !ok || len(recs) != 1 {
+		t.Errorf("range during the pause: %d records, %v %v", len(recs), ok, err)
+	}
+	if _, err := tr.StreamRead(ctx, ids[0][0], 10*time.Millisecond, 10); err != nil {
+		t.Errorf("read during the pause: %v", err)
+	}
+	if _, _, _, err := tr.StreamAppend(ctx, []StreamAppend{{Records: [][]string{record("b")}}}, day); err == nil {
+		t.Error("an append went through the pause (it should time out: the pause holds it)")
 	}
 }
 
@@ -189,8 +258,8 @@ func TestRealRedisStreamEpoch(t *testing.T) {
 		if _, err := srv.Do(ctx, "DEL", lose); err != nil {
 			t.Fatal(err)
 		}
-		if meta, err := tr.StreamMeta(ctx); err != nil || meta.Epoch != "" && lose == streamKey() {
-			t.Errorf("meta with %s lost: %+v, %v", lose, meta, err)
+		if meta, _, ok, err := tr.StreamCheck(ctx, ""); err != nil || ok {
+			t.Errorf("check with %s lost: %+v, %v %v; want no stream", lose, meta, ok, err)
 		}
 		next, _, _, err := tr.StreamAppend(ctx, []StreamAppend{{Records: [][]string{record("a")}}}, day)
 		if err != nil {
@@ -220,5 +289,11 @@ func TestStreamWithoutRedis(t *testing.T) {
 	}
 	if _, err := tr.StreamRead(t.Context(), "0-0", time.Millisecond, 1); err != ErrNoStream {
 		t.Errorf("read: %v", err)
+	}
+	if _, _, _, err := tr.StreamCheck(t.Context(), ""); err != ErrNoStream {
+		t.Errorf("check: %v", err)
+	}
+	if _, _, err := tr.StreamRenew(t.Context(), "e"); err != ErrNoStream {
+		t.Errorf("renew: %v", err)
 	}
 }

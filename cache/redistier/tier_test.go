@@ -394,7 +394,9 @@ func TestFeedLeaseAndToken(t *testing.T) {
 	if got, err := e.t.Token(ctx, "mongo"); string(got) != "t1" || err != nil {
 		t.Errorf("Token = %q, %v; want t1", got, err)
 	}
-	if ttl := e.m.TTL("prodapi:v1:feed:mongo:token"); ttl != tokenTTL {
+	// In the change log's slot, so that a Cluster replicates it with the
+	// entries appended before it.
+	if ttl := e.m.TTL("prodapi:v1:{changes}:feed:mongo:token"); ttl != tokenTTL {
 		t.Errorf("token TTL %s, want %s", ttl, tokenTTL)
 	}
 	if err := e.t.SaveToken(ctx, "mongo", nil); err != nil {
@@ -402,5 +404,27 @@ func TestFeedLeaseAndToken(t *testing.T) {
 	}
 	if got, err := e.t.Token(ctx, "mongo"); got != nil || err != nil {
 		t.Errorf("Token after dropping it = %q, %v", got, err)
+	}
+
+	// An older version's token, under the old key, is read while there is
+	// none under the new one; the first save (or a drop) removes it.
+	const legacy = "prodapi:v1:feed:mongo:token"
+	for _, save := range [][]byte{[]byte("t2"), nil} {
+		e.m.Del("prodapi:v1:{changes}:feed:mongo:token")
+		if err := e.m.Set(legacy, "old"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.t.Token(ctx, "mongo"); string(got) != "old" || err != nil {
+			t.Errorf("Token with an old version's = %q, %v; want old", got, err)
+		}
+		if err := e.t.SaveToken(ctx, "mongo", save); err != nil {
+			t.Fatal(err)
+		}
+		if e.m.Exists(legacy) {
+			t.Errorf("the old key is still there after SaveToken(%q)", save)
+		}
+		if got, err := e.t.Token(ctx, "mongo"); string(got) != string(save) || err != nil {
+			t.Errorf("Token after SaveToken(%q) = %q, %v", save, got, err)
+		}
 	}
 }

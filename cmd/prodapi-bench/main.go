@@ -76,6 +76,7 @@ type options struct {
 	wrkOnly      string // comma-separated servers to measure, beside bare; empty: all
 	wrkTogether  bool   // wrk: every server's slice at the same time, not one after another
 	baseline     string
+	baselineVars map[string]string // the baseline's settings on top of the scenario's
 }
 
 var allScenarios = []string{"wrk", "hit-local", "hit-redis", "miss", "stale", "zipf", "stampede", "sigterm", "redis-kill"}
@@ -98,6 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.latency, "latency", 20*time.Millisecond, "PRODAPI_SANDBOX_LATENCY: the backend's cost per query")
 	fs.DurationVar(&o.staleLatency, "stale-latency", time.Second, "backend latency of the stale scenario, so that refreshes are slow")
 	fs.StringVar(&o.baseline, "baseline", "", "wrk and redis-kill scenarios: also measure this prodapi binary (e.g. main's), as baseline-local and baseline-redis (wrk) or baseline (redis-kill), in the same run")
+	baselineVars := fs.String("baseline-vars", "", "settings the -baseline binary runs with on top of each scenario's, comma-separated NAME=value (e.g. PRODAPI_RATE_LIMIT=off: the same binary with its limiter off)")
 	fs.IntVar(&o.wrkConns, "wrk-c", 64, "wrk scenario: connections wrk keeps open")
 	fs.StringVar(&o.wrkOnly, "wrk-only", "", "wrk scenario: measure only these servers (comma-separated, e.g. prodapi-local,baseline-local) beside bare")
 	fs.BoolVar(&o.wrkTogether, "wrk-together", false, "wrk scenario: run each round's slice on every server at the same time (one wrk each), so that they share the CPU and whatever else the machine runs: ratios hold on a busy machine; a redis-server's CPU counts for every server that uses it")
@@ -116,6 +118,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *bare != "" {
 		return serveBare(ctx, *bare, *bareRedis, stdout)
+	}
+	if *baselineVars != "" {
+		o.baselineVars = map[string]string{}
+		for kv := range strings.SplitSeq(*baselineVars, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("-baseline-vars: %q is not NAME=value", kv)
+			}
+			o.baselineVars[k] = v
+		}
 	}
 	for s := range strings.SplitSeq(*scen, ",") {
 		if s = strings.TrimSpace(s); s == "" {

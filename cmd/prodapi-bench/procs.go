@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,26 +81,57 @@ type prodapiProc struct {
 	*proc
 	name    string
 	base    string // http://127.0.0.1:port
+	ops     string // its operator listener's (probes, /metrics); base for a baseline without one
 	logPath string
 	client  *http.Client // for /metrics and captures
 }
 
 // listeningOn finds the address in what prodapi prints on stdout in
-// sandbox mode: "... (listening on 127.0.0.1:port)".
-var listeningOn = regexp.MustCompile(`\(listening on ([^)]+)\)`)
+// sandbox mode: "... (listening on 127.0.0.1:port)"; opsOn, the operator
+// listener's on the line after it, when there is one.
+var (
+	listeningOn = regexp.MustCompile(`\(listening on ([^)]+)\)`)
+	opsOn       = regexp.MustCompile(`^Probes and metrics, without a token: (http://[^/]+)/healthz`)
+)
 
-// startProdapi starts the binary on 127.0.0.1:0 with the sample newsroom,
-// the harness's secret and vars.
+// startProdapi starts the binary on 127.0.0.1:0, its operator listener
+// too, with the sample newsroom, the harness's secret and vars.
 func (h *harness) startProdapi(name string, vars map[string]string) (*prodapiProc, error) {
 	return h.startProdapiBinary(h.o.prodapi, name, vars)
 }
 
-// startProdapiBinary is startProdapi with another binary (-baseline).
+// opsVars places bin's operator listener on a port of the system's
+// choosing, as two prodapis on its default :5502 would collide, when bin
+// has one (a baseline built before it would refuse the setting).
+func opsVars(bin string, vars map[string]string) map[string]string {
+	all := map[string]string{}
+	if out, err := exec.Command(bin, "help").Output(); err == nil && strings.Contains(string(out), "PRODAPI_OPS_ADDR") {
+		all["PRODAPI_OPS_ADDR"] = "127.0.0.1:0"
+	}
+	maps.Copy(all, vars)
+	return all
+}
+
+// fairShareUnreached are the settings of the prodapi the harness
+// measures (-prodapi): the fair share on, with limits it never reaches,
+// since the harness sends as one client far faster than any client's
+// limit. A baseline (-baseline, perhaps older than the fair share) runs
+// with -baseline-vars instead.
+var fairShareUnreached = map[string]string{"PRODAPI_RATE_LIMIT": "1000000000/s", "PRODAPI_CLIENT_MAX_LOADS": "1048576"}
+
+// startProdapiBinary is startProdapi with another binary (-baseline, for
+// a name with "baseline" in it).
 func (h *harness) startProdapiBinary(bin, name string, vars map[string]string) (*prodapiProc, error) {
+	vars = opsVars(bin, vars)
 	all := map[string]string{
 		"PRODAPI_SANDBOX":           "sample",
 		"AUTH_SERVER_SHARED_SECRET": h.secret,
 		"PRODAPI_SANDBOX_LATENCY":   h.o.latency.String(),
+	}
+	if strings.Contains(name, "baseline") {
+		maps.Copy(all, h.o.baselineVars)
+	} else {
+		maps.Copy(all, fairShareUnreached)
 	}
 	maps.Copy(all, vars)
 	logPath := filepath.Join(h.dir, "prodapi-"+name+".log")
@@ -119,19 +151,31 @@ func (h *harness) startProdapiBinary(bin, name string, vars map[string]string) (
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	addr := make(chan string, 1)
+	type addrs struct{ api, ops string }
+	addr := make(chan addrs, 1)
 	go func() { // ends when prodapi closes its stdout, at exit
 		sc := bufio.NewScanner(out)
+		var a addrs
 		for sc.Scan() {
-			if m := listeningOn.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+			switch {
+			case a.api == "":
+				if m := listeningOn.FindStringSubmatch(sc.Text()); m != nil {
+					a.api = "http://" + m[1]
+				}
+				continue
+			case a.ops == "":
+				if m := opsOn.FindStringSubmatch(sc.Text()); m != nil {
+					a.ops = m[1]
+				}
+				a.ops = cmp.Or(a.ops, a.api) // a baseline without one serves /metrics beside the API
+				addr <- a
 			}
 		}
 	}()
 	select {
 	case a := <-addr:
-		h.progress("prodapi %s listening on %s (%s)", name, a, describeVars(vars))
-		return &prodapiProc{proc: p, name: name, base: "http://" + a, logPath: logPath, client: newClient(4)}, nil
+		h.progress("prodapi %s listening on %s, ops %s (%s)", name, a.api, a.ops, describeVars(vars))
+		return &prodapiProc{proc: p, name: name, base: a.api, ops: a.ops, logPath: logPath, client: newClient(4)}, nil
 	case <-p.exited:
 		log, _ := os.ReadFile(logPath)
 		return nil, fmt.Errorf("prodapi %s exited at start: %v\n%s", name, p.err, tail(log, 2000))
@@ -172,7 +216,7 @@ type counters struct {
 
 func (p *prodapiProc) counters(ctx context.Context) (counters, error) {
 	c := counters{outcomes: map[string]float64{}}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.ops+"/metrics", nil)
 	res, err := p.client.Do(req)
 	if err != nil {
 		return c, err

@@ -137,7 +137,7 @@ func (h *harness) timedMiss(p *prodapiProc, target string) (time.Duration, error
 
 // metric reads one series without labels from /metrics.
 func (p *prodapiProc) metric(ctx context.Context, name string) (string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.ops+"/metrics", nil)
 	res, err := p.client.Do(req)
 	if err != nil {
 		return "", err

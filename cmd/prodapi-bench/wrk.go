@@ -363,7 +363,7 @@ func (h *harness) wrkScenario(ctx context.Context, rep *report) (err error) {
 // gomaxprocsOf reads the GOMAXPROCS a prodapi reports on /metrics, or
 // "unknown".
 func (h *harness) gomaxprocsOf(ctx context.Context, p *prodapiProc) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ops+"/metrics", nil)
 	if err != nil {
 		return "unknown"
 	}
@@ -665,7 +665,11 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "After each placement change every server got one unmeasured 1 s slice, for Go's GOMAXPROCS to follow the CPU mask; prodapi-local then reported %s.\n\n", strings.Join(r.wrkProcs, ", "))
 	}
 	if o.baseline != "" {
-		fmt.Fprintf(b, "baseline-local and baseline-redis are %s, measured in the same run.\n\n", o.baseline)
+		fmt.Fprintf(b, "baseline-local and baseline-redis are %s, measured in the same run", o.baseline)
+		if len(o.baselineVars) > 0 {
+			fmt.Fprintf(b, ", with %s", describeVars(o.baselineVars))
+		}
+		b.WriteString(".\n\n")
 	}
 	b.WriteString("| placement | target | server | req/s | **× bare** | req/s per slice | CPU/req | **× bare (CPU)** | p50 / p99 (median slice) |\n")
 	b.WriteString("|---|---|---|--:|--:|---|--:|--:|---|\n")
@@ -700,7 +704,8 @@ func (r *report) wrkMarkdown(b *strings.Builder) {
 	}
 }
 
-// wrkPairs compares prodapi-local with baseline-local round by round:
+// wrkPairs compares prodapi-local and prodapi-redis with baseline-local
+// and baseline-redis round by round:
 // the two ran in the same round, minutes apart at most, so the spread of
 // their differences says how far the machine moved under them.
 func (r *report) wrkPairs(b *strings.Builder, rows []*wrkRow) {
@@ -713,15 +718,16 @@ func (r *report) wrkPairs(b *strings.Builder, rows []*wrkRow) {
 		}
 		return rows[i]
 	}
-	b.WriteString("CPU per request, prodapi-local against baseline-local, round by round (a pair is the two servers' slices of one round; a negative difference is prodapi-local cheaper):\n\n")
-	b.WriteString("| placement | target | prodapi-local | baseline-local | difference | per pair: median, min–max | pairs prodapi-local cheaper |\n")
-	b.WriteString("|---|---|--:|--:|--:|---|--:|\n")
+	b.WriteString("CPU per request, prodapi against the baseline (local: in-process hits; redis: Redis hits), round by round (a pair is the two servers' slices of one round; a negative difference is prodapi cheaper):\n\n")
+	b.WriteString("| placement | target | tier | prodapi | baseline | difference | per pair: median, min–max | pairs prodapi cheaper |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|---|--:|\n")
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	for _, row := range rows {
-		if row.server != "prodapi-local" {
+		tier, ok := strings.CutPrefix(row.server, "prodapi-")
+		if !ok || (tier != "local" && tier != "redis") {
 			continue
 		}
-		base := find("baseline-local", row.placement, row.target)
+		base := find("baseline-"+tier, row.placement, row.target)
 		if base == nil || len(base.cpuRounds) != len(row.cpuRounds) || len(row.cpuRounds) == 0 {
 			continue
 		}
@@ -734,8 +740,8 @@ func (r *report) wrkPairs(b *strings.Builder, rows []*wrkRow) {
 			}
 		}
 		total := row.cpuPerRequest() - base.cpuPerRequest()
-		fmt.Fprintf(b, "| %s | %s | %.1f µs | %.1f µs | %+.1f µs (%+.1f%%) | %+.1f, %+.1f to %+.1f µs | %d of %d |\n",
-			row.placement, row.target, us(row.cpuPerRequest()), us(base.cpuPerRequest()), us(total),
+		fmt.Fprintf(b, "| %s | %s | %s | %.1f µs | %.1f µs | %+.1f µs (%+.1f%%) | %+.1f, %+.1f to %+.1f µs | %d of %d |\n",
+			row.placement, row.target, tier, us(row.cpuPerRequest()), us(base.cpuPerRequest()), us(total),
 			100*float64(total)/float64(base.cpuPerRequest()), us(median(diffs)), us(slices.Min(diffs)), us(slices.Max(diffs)),
 			cheaper, len(diffs))
 	}

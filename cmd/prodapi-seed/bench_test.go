@@ -173,7 +173,8 @@ var listening = regexp.MustCompile(`\(listening on ([^)]+)\)`)
 func serveMeasured(b *testing.B, bin, dir string) {
 	b.Helper()
 	const secret = "seed-bench-secret-at-least-32-bytes-long"
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "AUTH_SERVER_SHARED_SECRET=" + secret, "PRODAPI_SANDBOX=" + dir}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "AUTH_SERVER_SHARED_SECRET=" + secret, "PRODAPI_SANDBOX=" + dir,
+		"PRODAPI_OPS_ADDR=127.0.0.1:0"} // not the default :5502, which another prodapi may hold
 	tok := exec.Command(bin, "token", "-scope", "ARCHIVE_READ")
 	tok.Env = env
 	token, err := tok.Output()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const adminSecret = "an-operator-secret-of-32-bytes-or-more"
@@ -49,6 +51,15 @@ func TestAdminPurge(t *testing.T) {
 	if status, _ := in.do(t, "POST", in.admin+"/purge?all=true", auth); status != 401 {
 		t.Errorf("purge with an API token: %d, want 401", status)
 	}
+	// The refusal is counted, and logged with who asked.
+	if got := in.metric(t, `prodapi_admin_refused_total{reason="unauthorized"}`); got != 1 {
+		t.Errorf("prodapi_admin_refused_total{reason=\"unauthorized\"} = %v, want 1", got)
+	}
+	testkit.Eventually(t, "the audit lines naming the client", func() bool { // the log sink writes in the background
+		log := in.stderr.String()
+		return strings.Contains(log, `"msg":"admin: refused","reason":"unauthorized","status":401,"method":"POST","path":"/purge","client_addr":"127.0.0.1","request_id":"`) &&
+			strings.Contains(log, `"msg":"admin: purge","resource":"items","ids":1,"all":false,"error":null,"client_addr":"127.0.0.1","request_id":"`)
+	})
 	if status, _, _ := in.get(t, item, "Bearer "+adminSecret); status != 401 {
 		t.Errorf("API with the admin secret: %d, want 401", status)
 	}

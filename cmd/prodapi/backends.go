@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/redis/go-redis/v9"
@@ -39,15 +40,20 @@ type backends struct {
 	checks   []server.Check
 	describe slog.Value
 	closers  []func(context.Context) error
-	// feed, when set, follows the backend's writes and reports them
-	// through apply until ctx ends or the backends close.
-	feed func(ctx context.Context, apply func(context.Context, []sources.Change)) error
+	// watcher, when set, follows the sandbox directory's writes; every
+	// replica runs its own (package feed's Local).
+	watcher feed.Watcher
+	// catchUp, when set, brings the watched sandbox up to the change
+	// log's entries that another replica's watcher appended first.
+	catchUp catchUpper
 	// stream, when set, is the database's change stream, which one
 	// replica of the fleet watches (package feed).
 	stream feed.Source
 	// poller, when set, stands in for stream where the database has no
-	// change streams.
+	// change streams, and ids walks the collections' ids to find what
+	// the poll cannot: deletions.
 	poller feed.Poller
+	ids    feed.IDLister
 
 	// The platform's adapters, for `prodapi check`; nil on the sandbox
 	// (and media, without object storage).
@@ -110,7 +116,7 @@ func openBackends(ctx context.Context, cfg config.Config, tel telemetry, logger 
 		{Name: "mongo", Critical: true, Probe: docs.Ping},
 		{Name: "elastic", Critical: true, Probe: search.Ping},
 	}
-	b.stream, b.poller = docs, docs
+	b.stream, b.poller, b.ids = docs, docs, docs
 	b.mongo, b.elastic = docs, search
 	b.describe = slog.GroupValue(
 		slog.String("kind", "platform"),
@@ -134,8 +140,11 @@ func (b *backends) redis(cfg config.Config) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("configuring Redis: %w", err)
 	}
 	// go-redis reports dial failures through its own package-level logger;
-	// main owns process-wide settings, so route it into our JSON log.
-	redis.SetLogger(redisLogger{b.logger})
+	// main owns process-wide settings, so route it into our JSON log. A
+	// refusal of the credentials it does not report: the hook does.
+	th := newThrottle(redisLogEvery, time.Now)
+	redis.SetLogger(redisLogger{l: b.logger, th: th})
+	rdb.AddHook(authAlarm{l: b.logger, th: th, url: cfg.Cache.RedisURL})
 	b.closers = append(b.closers, func(context.Context) error { return rdb.Close() })
 	b.checks = append(b.checks, server.Check{Name: "redis", Probe: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	return rdb, nil
@@ -160,13 +169,6 @@ func redact(err error, u config.URL) string {
 		}
 	}
 	return msg
-}
-
-// redisLogger writes go-redis's own messages as warnings.
-type redisLogger struct{ l *slog.Logger }
-
-func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // close closes the clients in reverse order of creation.
@@ -203,7 +205,7 @@ func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backen
 			return nil, fmt.Errorf("opening the sandbox %q: %w", cfg.Sandbox, err)
 		}
 		sb = live
-		b.feed = live.Run
+		b.watcher, b.catchUp = live, live
 		b.closers = append(b.closers, func(context.Context) error { return live.Close() })
 	}
 	var counts []any
@@ -213,6 +215,6 @@ func openSandbox(cfg config.Config, tel telemetry, logger *slog.Logger) (*backen
 	b.store, b.assets = sb, sb
 	b.checks = []server.Check{{Name: "sandbox", Critical: true, Probe: func(context.Context) error { return nil }}}
 	b.describe = slog.GroupValue(slog.String("kind", "sandbox"), slog.String("source", cfg.Sandbox),
-		slog.Bool("watched", b.feed != nil), slog.Group("documents", counts...))
+		slog.Bool("watched", b.watcher != nil), slog.Group("documents", counts...))
 	return b, nil
 }

@@ -165,6 +165,7 @@ type benchFixture struct {
 // A benchServer is one server under load and the client that drives it.
 type benchServer struct {
 	base   string
+	ops    string // the operator listener's base URL (prodapi's; the bare server has none)
 	client *http.Client
 	redis  *benchRedis // prodapi's Redis, for its GET count
 }
@@ -207,7 +208,8 @@ func newFixture(b *testing.B, owner testing.TB, name, tok string) *benchFixture 
 		vars["PRODAPI_SANDBOX_LATENCY"] = "1s"
 		f.outcome = "stale"
 	}
-	f.prod = &benchServer{base: startBenchServe(b, owner, vars), client: benchClient(), redis: f.redis}
+	f.prod = startBenchServe(b, owner, vars)
+	f.prod.redis = f.redis
 
 	var targets []string
 	if name == "miss" {
@@ -351,17 +353,21 @@ func benchToken(b *testing.B) string {
 }
 
 // startBenchServe runs the whole program in-process on 127.0.0.1:0, its
-// logs formatted as in production and discarded, until cleanup.
-func startBenchServe(b *testing.B, owner testing.TB, vars map[string]string) string {
+// logs formatted as in production and discarded, until cleanup. Its
+// fair share is on, with limits the benchmark never reaches
+// (neverLimited): every check and count is made, and no request refused.
+func startBenchServe(b *testing.B, owner testing.TB, vars map[string]string) *benchServer {
 	b.Helper()
-	all := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret}
+	all := withTestOps(map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret})
+	maps.Copy(all, neverLimited)
 	maps.Copy(all, vars)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { // ends when ctx is cancelled (or run fails)
+	var ops string // set before ready is called
+	go func() {    // ends when ctx is cancelled (or run fails)
 		done <- run(ctx, env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return all[k] },
-			stdout: io.Discard, stderr: io.Discard, ready: func(a string) { ready <- a }})
+			stdout: io.Discard, stderr: io.Discard, ready: func(a string) { ready <- a }, opsReady: func(a string) { ops = "http://" + a }})
 	}()
 	select {
 	case addr := <-ready:
@@ -371,7 +377,7 @@ func startBenchServe(b *testing.B, owner testing.TB, vars map[string]string) str
 				owner.Errorf("run returned %v", err)
 			}
 		})
-		return "http://" + addr
+		return &benchServer{base: "http://" + addr, ops: ops, client: benchClient()}
 	case err := <-done:
 		cancel()
 		b.Fatalf("run: %v", err)
@@ -379,7 +385,7 @@ func startBenchServe(b *testing.B, owner testing.TB, vars map[string]string) str
 		cancel()
 		b.Fatal("run did not start listening")
 	}
-	return ""
+	return nil
 }
 
 // A benchResponse is what prodapi answered for a URL, as the bare server
@@ -496,7 +502,7 @@ func itemDetails(b *testing.B, s *benchServer, tok string) []string {
 // Redis's GET count.
 func (s *benchServer) metrics(b *testing.B) benchMetrics {
 	b.Helper()
-	res, err := s.client.Get(s.base + "/metrics")
+	res, err := s.client.Get(s.ops + "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}

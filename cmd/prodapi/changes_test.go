@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/server"
+	"github.com/prodapi/prodapi/server/changes"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -60,6 +62,9 @@ func (l *countingLog) Read(_ context.Context, since string, _ []string, max int)
 	return out, strconv.Itoa(from + len(out)), nil
 }
 
+// WaitApplied: every entry is applied as it is appended.
+func (l *countingLog) WaitApplied(context.Context, string) error { return nil }
+
 func (l *countingLog) Wait(ctx context.Context, since string) error {
 	for {
 		l.mu.Lock()
@@ -87,7 +92,17 @@ type feedServer struct {
 	metrics *metrics.Metrics
 }
 
-func newFeedServer(t *testing.T, log server.ChangeLog, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
+func newFeedServer(t *testing.T, log changes.Log, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFeedServerOn(t, ln, log, maxConns, heartbeat, env...)
+}
+
+// newFeedServerOn is newFeedServer on ln.
+func newFeedServerOn(t *testing.T, ln net.Listener, log changes.Log, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
 	t.Helper()
 	vars := map[string]string{"PRODAPI_AUTH_ENABLED": "false"}
 	for i := 0; i+1 < len(env); i += 2 {
@@ -98,12 +113,9 @@ func newFeedServer(t *testing.T, log server.ChangeLog, maxConns int, heartbeat t
 		t.Fatal(err)
 	}
 	m := metrics.NewMetrics()
-	srv := server.New(nil, server.Options{Changes: log, Metrics: m,
-		Streams: server.StreamOptions{Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := server.New(nil, server.Options{Metrics: m,
+		Changes: changes.New(log, changes.Options{Metrics: m, Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout,
+			MaxPolls: cfg.ChangesMaxPolls, ClientMaxWaits: cfg.ClientMaxWaits})})
 	limit := newConnLimiter(maxConns, m)
 	hs := apiServer(cfg, srv, limit, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
@@ -172,15 +184,29 @@ func TestChangeStreamsOutliveTheServerTimeouts(t *testing.T) {
 		t.Errorf("event after the timeouts: %s", got)
 	}
 
-	// A long poll of a second, five times the write timeout, answers.
-	res, err := http.Get("http://" + fs.addr + "/prodapi/v1/changes?since=2&wait=1")
-	if err != nil {
-		t.Fatal(err)
+	// A long poll of a second, five times the write timeout, answers,
+	// from the end of the log.
+	get := func(target string) (int, string) {
+		t.Helper()
+		res, err := http.Get("http://" + fs.addr + "/prodapi/v1/changes" + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, string(body)
 	}
-	body, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil || res.StatusCode != 200 || !strings.Contains(string(body), `"since":"2"`) {
-		t.Errorf("long poll: %d %s %v", res.StatusCode, body, err)
+	var end struct {
+		Meta struct{ Since string } `json:"_meta"`
+	}
+	if _, body := get("?since=now"); json.Unmarshal([]byte(body), &end) != nil || end.Meta.Since == "" {
+		t.Fatalf("since=now: %s", body)
+	}
+	if status, body := get("?wait=1&since=" + end.Meta.Since); status != 200 || !strings.Contains(body, `"_items":[]`) {
+		t.Errorf("long poll: %d %s", status, body)
 	}
 }
 

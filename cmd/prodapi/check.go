@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prodapi/prodapi/cache/feed"
 	"github.com/prodapi/prodapi/config"
 	"github.com/prodapi/prodapi/enrich"
 	"github.com/prodapi/prodapi/server/metrics"
@@ -24,8 +26,8 @@ import (
 // it connects to the platform and reports what prodapi needs of it, one
 // finding per line, then the indexes an operator could create. It writes
 // nothing anywhere: read commands only (buildInfo, listIndexes, a change
-// stream opened and closed, GET /, searches of no documents, PING, INFO,
-// HeadBucket). It fails when prodapi could not work: a server
+// stream opened and closed, count where the feed polls, GET /, searches
+// of no documents, PING, INFO, HeadBucket). It fails when prodapi could not work: a server
 // unreachable, a product or version refused. A missing index is
 // reported, not a failure.
 func checkPlatform(ctx context.Context, e env, args []string) error {
@@ -65,13 +67,12 @@ func checkPlatform(ctx context.Context, e env, args []string) error {
 // read what the checks before it learnt (checkState).
 type platformCheck func(ctx context.Context, p *checkState) []finding
 
-// platformChecks is the report, in order. A new check is one more entry:
-// the change feed's polling fallback, once it exists, goes after
-// checkChangeStreams.
+// platformChecks is the report, in order. A new check is one more entry.
 func platformChecks() []platformCheck {
 	return []platformCheck{
 		checkMongo,
 		checkChangeStreams,
+		checkReconcile,
 		checkElastic,
 		checkSearchIndexes,
 		checkRedis,
@@ -144,8 +145,10 @@ func checkMongo(ctx context.Context, p *checkState) []finding {
 func checkChangeStreams(ctx context.Context, p *checkState) []finding {
 	const subject = "change streams"
 	switch {
+	case p.backends.mongo == nil && p.backends.watcher != nil:
+		return []finding{found(levelInfo, subject, "not used: the sandbox directory is watched, and reports its own changes")}
 	case p.backends.mongo == nil:
-		return []finding{found(levelInfo, subject, "not used: a watched sandbox directory reports its own changes")}
+		return []finding{found(levelInfo, subject, "not used, and nothing is watched: the sandbox %s never changes", p.cfg.Sandbox)}
 	case !p.mongoUp:
 		return []finding{found(levelInfo, subject, "not checked: MongoDB cannot be used")}
 	}
@@ -155,10 +158,61 @@ func checkChangeStreams(ctx context.Context, p *checkState) []finding {
 	case errors.Is(err, mongosrc.ErrNoChangeStreams):
 		p.polls = true
 		return []finding{found(levelWarn, subject, "not available (a standalone server, or FerretDB): the feed polls each collection's _updated every %s instead, "+
-			"so updates reach the cache and /changes and deletions do not (a deleted document's entries go at their TTL)", p.cfg.FeedPoll)}
+			"so updates reach the cache and /changes at once and deletions only when it reconciles the ids, every %s",
+			config.Duration(p.cfg.FeedPoll), config.Duration(p.cfg.FeedReconcile))}
 	default:
 		return []finding{found(levelWarn, subject, "could not open one: %s; cached entries refresh by their TTL until the feed works", detail(err))}
 	}
+}
+
+// knownIDBytes is about what Redis spends on an id the reconcile knows,
+// in its sorted set: 130 bytes for an ObjectId's hex, 180 for a
+// 70-character URN (redis-server 7, used_memory over 100,000 ids).
+const knownIDBytes = 150
+
+// checkReconcile reports what the polling fallback's reconcile costs:
+// every PRODAPI_FEED_RECONCILE, the lease holder reads the _id of every
+// document of every collection, in pages, and keeps the ids it knows.
+func checkReconcile(ctx context.Context, p *checkState) []finding {
+	const subject = "reconcile"
+	if !p.polls {
+		return nil
+	}
+	var docs, pages, largestDocs int64
+	largest := ""
+	for _, coll := range sources.Collections {
+		n, err := p.backends.mongo.EstimatedCount(ctx, coll)
+		if err != nil {
+			return []finding{found(levelWarn, subject, "cannot count the documents of %s: %s", coll, detail(err))}
+		}
+		docs += n
+		// A page per ReconcilePage ids, and the short last page of each
+		// type of id (strings, then ObjectIds).
+		pages += n/feed.ReconcilePage + 2
+		if n > largestDocs {
+			largest, largestDocs = coll, n
+		}
+	}
+	kept := fmt.Sprintf("in Redis, a sorted set per collection (about %s)", sizeOf(docs*knownIDBytes))
+	if p.redis == nil {
+		kept = "in the holder's memory (REDIS_URL is not set)"
+	}
+	text := fmt.Sprintf("every %s the feed's holder reads the _id of every document to find deletions: %d %s in %d collections "+
+		"(the most in %s: %d), about %d queries of up to %d ids on the _id index; the ids it knows are kept %s",
+		config.Duration(p.cfg.FeedReconcile), docs, plural(int(docs), "document", "documents"), len(sources.Collections),
+		cmp.Or(largest, "none"), largestDocs, pages, feed.ReconcilePage, kept)
+	return []finding{found(levelOK, subject, "%s", text)}
+}
+
+// sizeOf is a byte count in the unit that suits it.
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", (n+1023)/1024)
 }
 
 func checkElastic(ctx context.Context, p *checkState) []finding {
@@ -261,9 +315,10 @@ var listFilters = map[string][]string{"events_history": {"event_id", "operation"
 
 // checkIndexes reports, for each query prodapi sends to MongoDB that an
 // index could serve (the document lists in their default sort, with the
-// filters clients use, the enrichment lookups, GridFS reads, and each
-// collection's poll where the feed polls), whether an
-// index does, and the index to create when none does.
+// filters clients use, the enrichment lookups, the feed's lookups of what
+// a change obsoletes, GridFS reads, and each collection's poll where the
+// feed polls), whether an index does, and the index to create when none
+// does.
 func checkIndexes(ctx context.Context, p *checkState) []finding {
 	const subject = "index"
 	if !p.mongoUp {
@@ -279,7 +334,9 @@ func checkIndexes(ctx context.Context, p *checkState) []finding {
 			needs = append(needs, mongosrc.ListNeed(r, f))
 		}
 	}
-	for _, l := range enrich.Lookups() {
+	// The enrichers' lookups, then the feed's, which find the documents
+	// a change obsoletes (once per change, on the document database).
+	for _, l := range slices.Concat(enrich.Lookups(), enrich.DeriveLookups()) {
 		if n := mongosrc.LookupNeed(l); !l.Search && !slices.ContainsFunc(needs, func(m mongosrc.Need) bool { return m.String() == n.String() }) {
 			needs = append(needs, n)
 		}

@@ -68,17 +68,20 @@ func TestCheck(t *testing.T) {
 		`  ok    index +content_types by _id: served by _id_$`,
 		`  warn  index +assignments by coverage_item: no index serves it`,
 		`  ok    index +fs.chunks by files_id sorted on n: served by files_id_1_n_1$`,
+		// The feed's lookups of what a change obsoletes.
+		`  warn  index +archive by assignment_id: no index serves it`,
+		`  warn  index +planning by coverages\.assigned_to\.assignment_id: no index serves it`,
 		`  use superdesk$`,
 		`  db\.getCollection\("events_history"\)\.createIndex\(\{"operation": 1, "_updated": -1, "_id": 1\}\)$`,
 		`  db\.getCollection\("assignments"\)\.createIndex\(\{"coverage_item": 1\}\)$`,
 		`prodapi can work with this platform: \d+ warnings\.$`,
 	)
 	if strings.Contains(out, `getCollection("events_history").createIndex({"_updated"`) || strings.Contains(out, `getCollection("desks")`) ||
-		strings.Contains(out, `getCollection("planning")`) || strings.Contains(out, `getCollection("fs.chunks")`) {
+		strings.Contains(out, `getCollection("planning").createIndex({"event_item"`) || strings.Contains(out, `getCollection("fs.chunks")`) {
 		t.Errorf("an index that exists is proposed:\n%s", out)
 	}
-	if strings.Contains(out, "sorted on _updated:") {
-		t.Errorf("with change streams, the poll's indexes are reported:\n%s", out)
+	if strings.Contains(out, "sorted on _updated:") || strings.Contains(out, "reconcile") {
+		t.Errorf("with change streams, the poll's indexes or its reconcile are reported:\n%s", out)
 	}
 
 	// Nothing but reads reached the servers.
@@ -188,7 +191,11 @@ func TestRealCheck(t *testing.T) {
 	}
 	wantLines(t, out,
 		`  warn  mongo +FerretDB v?\d+\.\d+\.\d+ \(answering as MongoDB \d+\.\d+\.\d+\) at mongodb://\S+/superdesk_check, database superdesk_check: a test server`,
-		`  warn  change streams +not available \(a standalone server, or FerretDB\): the feed polls each collection's _updated every 1s instead`,
+		`  warn  change streams +not available \(a standalone server, or FerretDB\): the feed polls each collection's _updated every 1s instead, `+
+			`so updates reach the cache and /changes at once and deletions only when it reconciles the ids, every 10m$`,
+		// What a round of the reconcile reads: the sample's documents.
+		`  ok    reconcile +every 10m the feed's holder reads the _id of every document to find deletions: \d+ documents in \d+ collections `+
+			`\(the most in archive: 41\), about \d+ queries of up to 1000 ids on the _id index; the ids it knows are kept in Redis`,
 		`  ok    elasticsearch +Elasticsearch 7\.10\.2 \((default|oss)\) at \S+: the product check passes by its GET /`,
 		`  ok    search index +superdesk_check_archive: 41 documents$`,
 		`  ok    search index +superdesk_check_contacts: 10 documents$`,
@@ -205,4 +212,19 @@ func TestRealCheck(t *testing.T) {
 		`  warn  index +events_history sorted on _updated: no index serves it; the server reads the whole collection; the index proposed for events_history sorted on _updated desc, _id would serve it too$`,
 		`prodapi can work with this platform: \d+ warnings\.$`,
 	)
+}
+
+// On the sandbox, prodapi check says a directory is watched, and the
+// embedded sample, which has nothing to watch, is not.
+func TestCheckSandboxWatched(t *testing.T) {
+	for _, tc := range []struct{ sandbox, want string }{
+		{"sample", `  -  change streams +not used, and nothing is watched: the sandbox sample never changes$`},
+		{t.TempDir(), `  -  change streams +not used: the sandbox directory is watched, and reports its own changes$`},
+	} {
+		out, errOut, exit, err := cli(t, map[string]string{"AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_SANDBOX": tc.sandbox}, "check")
+		if exit != 0 {
+			t.Fatalf("%s: exit %d: %v\n%s%s", tc.sandbox, exit, err, out, errOut)
+		}
+		wantLines(t, out, tc.want)
+	}
 }

@@ -20,10 +20,12 @@ import (
 )
 
 // cli runs the program in-process as main does, with exactly the
-// environment given (as os.Environ would list it), and returns what it
-// printed and the exit status main would give.
+// environment given (as os.Environ would list it), but for the operator
+// listener's address (withTestOps), and returns what it printed and the
+// exit status main would give.
 func cli(t *testing.T, vars map[string]string, args ...string) (stdout, stderr string, exit int, err error) {
 	t.Helper()
+	vars = withTestOps(vars)
 	var environ []string
 	for k, v := range vars {
 		environ = append(environ, k+"="+v)
@@ -240,6 +242,28 @@ func TestConfigCommand(t *testing.T) {
 	}
 	if n := strings.Count(out, "\n"); n != len(config.Settings()) {
 		t.Errorf("%d lines for %d settings", n, len(config.Settings()))
+	}
+}
+
+// prodapi config shows a refused value as set, marked invalid with the
+// reason, never the default the service would fall back on; and the
+// error, and exits 1.
+func TestConfigShowsInvalidValues(t *testing.T) {
+	vars := map[string]string{"AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_FEED_POLL": "banana", "PRODAPI_CACHE_TTL": "soon",
+		"REDIS_URL": "memcache://:redis-password@cache"}
+	out, _, exit, err := cli(t, vars, "config")
+	if exit != 1 || err == nil || !strings.Contains(err.Error(), `PRODAPI_FEED_POLL="banana" is not a duration`) {
+		t.Errorf("exit %d: %v", exit, err)
+	}
+	for _, line := range []string{`PRODAPI_FEED_POLL +banana \(invalid: not a duration \(use 10s, 5m, 1h\)\)`,
+		`PRODAPI_CACHE_TTL +soon \(invalid: not a duration \(use 10s, 5m, 1h\)\)`,
+		`REDIS_URL +memcache://:xxxxx@cache \(invalid: must be a redis://, rediss:// or redis-sentinel:// URL\)`, `PORT +5500`} {
+		if !regexp.MustCompile(`(?m)^` + line + `$`).MatchString(out) {
+			t.Errorf("no line %s in\n%s", line, out)
+		}
+	}
+	if strings.Contains(out, "redis-password") {
+		t.Errorf("a password printed:\n%s", out)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -21,30 +22,17 @@ import (
 	"github.com/prodapi/prodapi/server"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/codec"
+	"github.com/prodapi/prodapi/test/testkit"
 )
 
 const devSecret = "an-end-to-end-test-secret-of-32-bytes-or-more"
 
 // syncBuffer is an io.Writer tests can read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 type instance struct {
 	base           string // http://127.0.0.1:port
+	ops            string // the operator listener's http://127.0.0.1:port: probes and /metrics
 	admin          string // the admin listener's http://127.0.0.1:port, when there is one
 	stdout, stderr *syncBuffer
 	stop           func() error // cancels run and returns its error
@@ -53,11 +41,30 @@ type instance struct {
 	onDrain func()
 }
 
-// start runs the whole program in-process on 127.0.0.1:0 with the given
-// environment (on top of a sandbox and a secret) and stops it at cleanup.
+// testOpsAddr is the operator listener's address in tests: a port of the
+// system's choosing, never the default :5502, which another test (or
+// another checkout's) may hold.
+const testOpsAddr = "127.0.0.1:0"
+
+// withTestOps returns vars with the operator listener on testOpsAddr
+// unless they place it.
+func withTestOps(vars map[string]string) map[string]string {
+	all := map[string]string{"PRODAPI_OPS_ADDR": testOpsAddr}
+	maps.Copy(all, vars)
+	return all
+}
+
+// start runs the whole program in-process on 127.0.0.1:0 (its operator
+// listener too) with the given environment (on top of a sandbox and a
+// secret) and stops it at cleanup. The fair share is off unless the
+// environment given turns it on: the tests of everything else make
+// requests from one client as fast as the machine lets them (a walk in
+// small pages, a shutdown under 40 loads), which its defaults would
+// limit on a fast day and not on a slow one.
 func start(t testing.TB, kv ...string) *instance {
 	t.Helper()
-	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret}
+	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "AUTH_SERVER_SHARED_SECRET": devSecret, "PRODAPI_OPS_ADDR": testOpsAddr,
+		"PRODAPI_RATE_LIMIT": "off", "PRODAPI_RATE_LIMIT_ADDR": "off", "PRODAPI_CLIENT_MAX_LOADS": "0"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		vars[kv[i]] = kv[i+1]
 	}
@@ -69,6 +76,7 @@ func start(t testing.TB, kv ...string) *instance {
 		done <- run(ctx, env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return vars[k] },
 			stdout: in.stdout, stderr: in.stderr, ready: func(a string) { ready <- a },
 			adminReady: func(a string) { in.admin = "http://" + a },
+			opsReady:   func(a string) { in.ops = "http://" + a },
 			// Read after stop's cancel, which the test calls after setting it.
 			draining: func() {
 				if in.onDrain != nil {
@@ -103,6 +111,12 @@ func start(t testing.TB, kv ...string) *instance {
 func (in *instance) get(t *testing.T, target, authorization string) (int, http.Header, []byte) {
 	t.Helper()
 	return request(t, http.MethodGet, in.base+target, "Authorization", authorization)
+}
+
+// getOps is get on the operator listener: /healthz, /readyz, /metrics.
+func (in *instance) getOps(t *testing.T, target string) (int, http.Header, []byte) {
+	t.Helper()
+	return request(t, http.MethodGet, in.ops+target)
 }
 
 // request sends method to url with the headers given in pairs (an empty
@@ -140,7 +154,7 @@ func tryRequest(method, url string, header ...string) (int, http.Header, []byte,
 // metric reads one series of /metrics (0 when absent).
 func (in *instance) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	_, _, body := in.get(t, "/metrics", "")
+	_, _, body := in.getOps(t, "/metrics")
 	for line := range strings.SplitSeq(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
@@ -153,7 +167,7 @@ func (in *instance) metric(t *testing.T, series string) float64 {
 // sourceQueries sums prodapi_source_queries_total over every series.
 func (in *instance) sourceQueries(t *testing.T) float64 {
 	t.Helper()
-	_, _, body := in.get(t, "/metrics", "")
+	_, _, body := in.getOps(t, "/metrics")
 	total := 0.0
 	for line := range strings.SplitSeq(string(body), "\n") {
 		if strings.HasPrefix(line, "prodapi_source_queries_total{") {
@@ -247,7 +261,8 @@ func TestRefusesToStart(t *testing.T) {
 			[]string{"PORT", "PRODAPI_CACHE_STALE"}},
 		{map[string]string{"PRODAPI_SANDBOX": t.TempDir() + "/missing", "AUTH_SERVER_SHARED_SECRET": devSecret}, []string{"sandbox"}},
 	} {
-		err := run(context.Background(), env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return tc.vars[k] },
+		vars := withTestOps(tc.vars)
+		err := run(context.Background(), env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return vars[k] },
 			stdout: io.Discard, stderr: io.Discard})
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {

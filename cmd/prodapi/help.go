@@ -16,7 +16,7 @@ Usage:
   prodapi [run] [-addr host:port]       serve the API (the default command)
   prodapi token -scope SCOPE[,SCOPE...] [-ttl 1h] [-client-id ID]
                                         print a token signed with AUTH_SERVER_SHARED_SECRET
-  prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
+  prodapi healthcheck [-url http://127.0.0.1:5502/readyz]
                                         exit 0 when /readyz answers 200 within 2s
   prodapi check                         report what prodapi needs from the platform (versions, change
                                         streams, Redis, object storage, indexes); writes nothing
@@ -50,7 +50,7 @@ func printConfig(e env) error {
 	cfg, err := loadConfig(e)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	for _, s := range config.Settings() {
-		fmt.Fprintf(tw, "%s\t%s\n", s.Name, orNone(s.Value(cfg)))
+		fmt.Fprintf(tw, "%s\t%s\n", s.Name, orNone(s.Shown(cfg)))
 	}
 	tw.Flush()
 	for _, w := range cfg.Warnings {

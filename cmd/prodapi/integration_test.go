@@ -31,8 +31,9 @@ import (
 // Redis and MinIO, seeded by cmd/prodapi-seed.
 //
 //	PRODAPI_INTEGRATION=1       run them (skipped otherwise) against the stack of
-//	                            make stack: prodapi on http://localhost:5500 and, with
-//	                            media in object storage, prodapi-s3 on :5501
+//	                            make stack: prodapi on http://localhost:5500 (its
+//	                            operator listener on :5502) and, with media in object
+//	                            storage, prodapi-s3 on :5501 (:5503)
 //	PRODAPI_INTEGRATION=flips   TestIntegrationReadyzFlips too: it stops and starts the
 //	                            stack's backends with docker compose (run it alone)
 //	AUTH_SERVER_SHARED_SECRET   the secret the stack was started with, as for
@@ -45,7 +46,8 @@ const stackDefaultSecret = "sandbox-only-secret-never-use-in-production"
 // A stackService is a prodapi of the stack.
 type stackService struct {
 	name, url string
-	redirects bool // media come from object storage: assets answer 302
+	ops       string // the operator listener's URL: probes and /metrics
+	redirects bool   // media come from object storage: assets answer 302
 }
 
 func requireStack(t *testing.T) (services []stackService, secret string) {
@@ -55,8 +57,8 @@ func requireStack(t *testing.T) (services []stackService, secret string) {
 			"(http://localhost:5500, and its S3 twin on :5501) with the sandbox, request by request")
 	}
 	services = []stackService{
-		{name: "gridfs", url: "http://localhost:5500"},
-		{name: "s3", url: "http://localhost:5501", redirects: true},
+		{name: "gridfs", url: "http://localhost:5500", ops: "http://localhost:5502"},
+		{name: "s3", url: "http://localhost:5501", ops: "http://localhost:5503", redirects: true},
 	}
 	return services, stackSecret()
 }
@@ -80,11 +82,11 @@ func TestIntegrationStack(t *testing.T) {
 	tok := bearer(t, secret, sources.AllScopes...)
 	for _, svc := range services {
 		t.Run(svc.name, func(t *testing.T) {
-			remote := &instance{base: svc.url}
+			remote := &instance{base: svc.url, ops: svc.ops}
 			local := start(t, "PRODAPI_URL", svc.url, "AUTH_SERVER_SHARED_SECRET", secret)
 
 			t.Run("readyz", func(t *testing.T) {
-				status, _, body := remote.get(t, "/readyz", "")
+				status, _, body := remote.getOps(t, "/readyz")
 				var ready struct {
 					Status string
 					Checks map[string]string
@@ -315,7 +317,7 @@ func TestIntegrationReadyzFlips(t *testing.T) {
 			t.Fatalf("docker compose %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	remote := &instance{base: services[0].url}
+	remote := &instance{base: services[0].url, ops: services[0].ops}
 	type readiness struct {
 		code   int
 		Status string
@@ -329,7 +331,7 @@ func TestIntegrationReadyzFlips(t *testing.T) {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			status, _, body := remote.get(t, "/readyz", "")
+			status, _, body := remote.getOps(t, "/readyz")
 			r := readiness{code: status}
 			json.Unmarshal(body, &r)
 			if ok(r) {

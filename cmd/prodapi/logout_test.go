@@ -114,13 +114,14 @@ func TestLogOutputWritesLinesInOrder(t *testing.T) {
 // API keep answering, and the dropped-lines counter is on /metrics.
 func TestBlockedLogSinkDoesNotFreezeTheAPI(t *testing.T) {
 	sink := newStuckSink()
-	vars := map[string]string{"PRODAPI_SANDBOX": "sample", "PRODAPI_AUTH_ENABLED": "false"}
+	vars := withTestOps(map[string]string{"PRODAPI_SANDBOX": "sample", "PRODAPI_AUTH_ENABLED": "false"})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { // ends when ctx is cancelled
+	var ops string // set before ready is called
+	go func() {    // ends when ctx is cancelled
 		done <- run(ctx, env{args: []string{"-addr", "127.0.0.1:0"}, getenv: func(k string) string { return vars[k] },
-			stdout: io.Discard, stderr: sink, ready: func(a string) { ready <- a }})
+			stdout: io.Discard, stderr: sink, ready: func(a string) { ready <- a }, opsReady: func(a string) { ops = "http://" + a }})
 	}()
 	var base string
 	select {
@@ -143,8 +144,8 @@ func TestBlockedLogSinkDoesNotFreezeTheAPI(t *testing.T) {
 	go func() { // ends when every request has been answered or failed
 		defer close(answered)
 		for i := range 50 {
-			for _, path := range []string{"/healthz", "/readyz", fmt.Sprintf("/prodapi/v1/desks?max_results=%d", i+1)} {
-				res, err := http.Get(base + path)
+			for _, url := range []string{ops + "/healthz", ops + "/readyz", fmt.Sprintf("%s/prodapi/v1/desks?max_results=%d", base, i+1)} {
+				res, err := http.Get(url)
 				if err != nil {
 					failures = append(failures, err.Error())
 					continue
@@ -152,7 +153,7 @@ func TestBlockedLogSinkDoesNotFreezeTheAPI(t *testing.T) {
 				io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if res.StatusCode != 200 {
-					failures = append(failures, fmt.Sprintf("%s: %d", path, res.StatusCode))
+					failures = append(failures, fmt.Sprintf("%s: %d", url, res.StatusCode))
 				}
 			}
 		}
@@ -161,7 +162,7 @@ func TestBlockedLogSinkDoesNotFreezeTheAPI(t *testing.T) {
 	if len(failures) > 0 {
 		t.Errorf("failures: %v", failures)
 	}
-	res, err := http.Get(base + "/metrics")
+	res, err := http.Get(ops + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@
 //	prodapi [run] [-addr host:port]     serve the API (the default)
 //	prodapi token -scope ARCHIVE_READ,DESKS_READ [-ttl 1h] [-client-id id]
 //	                                    print a token signed with AUTH_SERVER_SHARED_SECRET
-//	prodapi healthcheck [-url http://127.0.0.1:$PORT/readyz]
+//	prodapi healthcheck [-url http://127.0.0.1:5502/readyz]
 //	                                    exit 0 when the service is ready (for container health checks)
 //	prodapi check                       report what prodapi needs from the platform; writes nothing
 //	prodapi config                      print the effective configuration, secrets redacted

@@ -18,9 +18,10 @@ import (
 )
 
 // The README's mirroring walk-through, as examples/mirror runs it against
-// a sandbox directory: it walks every list, follows /changes, and applies
-// an edit made to the directory afterwards. Its copy then holds every
-// document of a walk of each list exactly once, and the edit.
+// a sandbox directory: it walks every list, follows /changes with
+// include=doc, streamed and polled, and applies an edit made to the
+// directory afterwards. Its copy then holds every document of a walk of
+// each list exactly once, and the edit.
 func TestMirrorExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds examples/mirror")
@@ -29,6 +30,14 @@ func TestMirrorExample(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/prodapi/prodapi/examples/mirror").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	for _, follow := range []string{"stream", "poll"} {
+		t.Run(follow, func(t *testing.T) { mirrorExample(t, bin, follow) })
+	}
+}
+
+// mirrorExample runs the mirror built at bin, following /changes as
+// follow says, and holds its copy to the lists.
+func mirrorExample(t *testing.T, bin, follow string) {
 	room := newNewsroomDir(t)
 	in := start(t, "PRODAPI_SANDBOX", room.dir)
 	var scopes []string
@@ -40,7 +49,7 @@ func TestMirrorExample(t *testing.T) {
 	copyDir := filepath.Join(t.TempDir(), "copy")
 	ctx, cancel := context.WithCancel(context.Background())
 	// Pages of 7 documents: the walks follow their cursors.
-	client := exec.CommandContext(ctx, bin, "-dir", copyDir, "-max-results", "7")
+	client := exec.CommandContext(ctx, bin, "-dir", copyDir, "-max-results", "7", "-follow", follow)
 	client.Env = []string{"PRODAPI_URL=" + in.base + "/prodapi/v1", "PRODAPI_TOKEN=" + strings.TrimPrefix(auth, "Bearer ")}
 	client.Cancel = func() error { return client.Process.Signal(os.Interrupt) }
 	client.WaitDelay = time.Minute
@@ -65,7 +74,9 @@ func TestMirrorExample(t *testing.T) {
 		return func() bool { return strings.Contains(out.String(), "\n"+line+"\n") }
 	}
 
-	eventually(t, "mirror following /changes", func() bool { return strings.Contains(out.String(), "following /changes from ") })
+	eventually(t, "mirror following /changes", func() bool {
+		return strings.Contains(out.String(), "following /changes from ") && strings.Contains(out.String(), ", "+follow+"ed\n")
+	})
 	id := room.ids(t, "archive")[4]
 	room.set(t, "archive", id, "headline", "Mirrored as it changed")
 	eventually(t, "mirror applying the edit", printed("update items/"+id))

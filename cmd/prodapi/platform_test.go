@@ -157,7 +157,7 @@ func TestPlatformOutage(t *testing.T) {
 	in, mongo, es := platform(t, "1s", "PRODAPI_READY_REQUIRES_BACKENDS", "true")
 	tok := bearer(t, devSecret, sources.AllScopes...)
 	ready := func() (int, string) {
-		status, _, body := in.get(t, "/readyz", "")
+		status, _, body := in.getOps(t, "/readyz")
 		return status, string(body)
 	}
 	if status, body := ready(); status != 200 || body != `{"status":"ready","checks":{"mongo":"ok","elastic":"ok","change_feed":"ok"}}` {

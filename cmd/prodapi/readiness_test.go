@@ -22,7 +22,7 @@ func TestShutdownDrains(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	in := start(t, "PRODAPI_SHUTDOWN_DELAY", delay.String())
 	tok := bearer(t, devSecret, sources.AllScopes...)
-	if status, _, body := in.get(t, "/readyz", ""); status != 200 || !strings.HasPrefix(string(body), `{"status":"ready"`) {
+	if status, _, body := in.getOps(t, "/readyz"); status != 200 || !strings.HasPrefix(string(body), `{"status":"ready"`) {
 		t.Fatalf("/readyz before SIGTERM: %d %s", status, body)
 	}
 	type answer struct {
@@ -32,7 +32,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	var ready, desks answer
 	in.onDrain = func() { // on run's goroutine, before the listener closes
-		status, _, body, err := tryRequest(http.MethodGet, in.base+"/readyz")
+		status, _, body, err := tryRequest(http.MethodGet, in.ops+"/readyz")
 		ready = answer{status, string(body), err}
 		status, _, body, err = tryRequest(http.MethodGet, in.base+"/prodapi/v1/desks", "Authorization", tok)
 		desks = answer{status, string(body), err}
@@ -51,7 +51,7 @@ func TestShutdownDrains(t *testing.T) {
 	if took := time.Since(signalled); took < delay {
 		t.Errorf("run returned %s after SIGTERM, within PRODAPI_SHUTDOWN_DELAY=%s", took, delay)
 	}
-	if !strings.Contains(in.stderr.String(), `"msg":"shutting down","delay":300000000,`) {
+	if !strings.Contains(in.stderr.String(), `"msg":"shutting down","delay":"300ms",`) {
 		t.Errorf("no shutdown line naming the delay:\n%s", in.stderr)
 	}
 }
@@ -149,7 +149,7 @@ func TestFleetOutage(t *testing.T) {
 					default:
 						count("cold 503")
 					}
-					if err := degradedButReady(in.base); err != nil {
+					if err := degradedButReady(in.ops); err != nil {
 						t.Errorf("replica %d under load: %v", r, err)
 					} else {
 						count("ready")
@@ -165,10 +165,11 @@ func TestFleetOutage(t *testing.T) {
 	}
 }
 
-// degradedButReady asks a replica's /readyz and reports unless it is
-// 200, degraded, with MongoDB and Elasticsearch failing.
-func degradedButReady(base string) error {
-	status, _, body, err := tryRequest(http.MethodGet, base+"/readyz")
+// degradedButReady asks a replica's /readyz (on its operator listener,
+// ops) and reports unless it is 200, degraded, with MongoDB and
+// Elasticsearch failing.
+func degradedButReady(ops string) error {
+	status, _, body, err := tryRequest(http.MethodGet, ops+"/readyz")
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 	const publicURL = "http://prodapi.test"
 	remote := start(t, append([]string{"PRODAPI_SANDBOX", "", "PRODAPI_URL", publicURL}, env...)...)
 	local := start(t, "PRODAPI_URL", publicURL)
-	status, _, body := remote.get(t, "/readyz", "")
+	status, _, body := remote.getOps(t, "/readyz")
 	var ready struct{ Checks map[string]string }
 	json.Unmarshal(body, &ready)
 	if status != 200 || ready.Checks["mongo"] != "ok" || ready.Checks["elastic"] != "ok" {
@@ -135,10 +135,35 @@ func runSeed(bin, targets string, env []string, args ...string) ([]byte, error) 
 	return cmd.CombinedOutput()
 }
 
+// awaitEntry long-polls /changes from *since (which it moves) until an
+// entry "op resource/id" comes, and returns when it came.
+func awaitEntry(t *testing.T, in *instance, auth string, since *string, entry string) time.Time {
+	t.Helper()
+	var arrived time.Time
+	eventually(t, entry+" in /changes", func() bool {
+		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(*since), auth)
+		var p changesPage
+		if json.Unmarshal(body, &p) != nil {
+			return false
+		}
+		*since = p.Meta.Since
+		for _, e := range p.Items {
+			if e.Op+" "+e.Resource+"/"+e.DocID == entry {
+				arrived = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	return arrived
+}
+
 // TestRealPollFallback: over FerretDB, which has no change streams, the
-// feed's holder polls _updated. /readyz says that deletions are not
-// seen; a desk written in the database reaches /changes as an update,
-// and the cache serves the new desk long before its TTL (an hour).
+// feed's holder polls _updated, and reconciles the ids for deletions
+// (every 300ms here). /readyz says how late deletions may be; a desk
+// written in the database reaches /changes as an update, and the cache
+// serves the new desk long before its TTL (an hour); the desk deleted
+// reaches /changes as a delete, and the cache answers 404.
 func TestRealPollFallback(t *testing.T) {
 	ferret := servers.FerretDB(t)
 	es := servers.Elastic(t)
@@ -151,10 +176,10 @@ func TestRealPollFallback(t *testing.T) {
 	}
 	seedPlatform(t, "mongo,elastic", env)
 	in := start(t, append([]string{"PRODAPI_SANDBOX", "", "REDIS_URL", rs.URL(), "PRODAPI_CACHE_TTL", "1h",
-		"PRODAPI_FEED_POLL", "100ms"}, env...)...)
+		"PRODAPI_FEED_POLL", "100ms", "PRODAPI_FEED_RECONCILE", "300ms"}, env...)...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			_, _, m := in.get(t, "/metrics", "")
+			_, _, m := in.getOps(t, "/metrics")
 			for line := range strings.SplitSeq(string(m), "\n") {
 				if !strings.HasPrefix(line, "#") && (strings.Contains(line, "changes_") || strings.Contains(line, "feed_") || strings.Contains(line, "poll")) {
 					t.Log(line)
@@ -168,9 +193,9 @@ func TestRealPollFallback(t *testing.T) {
 		}
 	})
 	eventually(t, "/readyz to say the feed polls", func() bool {
-		_, _, body := in.get(t, "/readyz", "")
+		_, _, body := in.getOps(t, "/readyz")
 		var ready struct{ Notes map[string]string }
-		return json.Unmarshal(body, &ready) == nil && strings.Contains(ready.Notes["change_feed"], "deletions do not")
+		return json.Unmarshal(body, &ready) == nil && strings.Contains(ready.Notes["change_feed"], "walks every collection's ids every 300ms for deletions")
 	})
 	auth := bearer(t, devSecret, "DESKS_READ")
 	const id = "67c42d4c957184d45484e656"
@@ -212,26 +237,11 @@ func TestRealPollFallback(t *testing.T) {
 		t.Fatalf("updating the desk: %v %+v", err, res)
 	}
 	since := page.Meta.Since
-	var arrived time.Time
-	eventually(t, "the update in /changes", func() bool {
-		_, _, body := in.get(t, "/prodapi/v1/changes?wait=5&since="+url.QueryEscape(since), auth)
-		var p changesPage
-		if json.Unmarshal(body, &p) != nil {
-			return false
-		}
-		since = p.Meta.Since
-		for _, e := range p.Items {
-			if e.Resource == "desks" && e.DocID == id && e.Op == "update" {
-				arrived = time.Now()
-				return true
-			}
-		}
-		return false
-	})
+	arrived := awaitEntry(t, in, auth, &since, "update desks/"+id)
 	t.Logf("from the write to its entry in /changes: %s (PRODAPI_FEED_POLL=100ms)", arrived.Sub(written).Round(time.Millisecond))
 	// What a poll costs, per collection (the sample's sizes, no index on
 	// _updated): the mean time of its query.
-	_, _, m := in.get(t, "/metrics", "")
+	_, _, m := in.getOps(t, "/metrics")
 	sums, counts := map[string]float64{}, map[string]float64{}
 	for line := range strings.SplitSeq(string(m), "\n") {
 		for name, into := range map[string]map[string]float64{"sum": sums, "count": counts} {
@@ -253,4 +263,16 @@ func TestRealPollFallback(t *testing.T) {
 		_, _, body := in.get(t, desk, auth)
 		return strings.Contains(string(body), "Polled desk")
 	})
+
+	// Deleted: the reconcile's next round finds it gone.
+	deleted := time.Now()
+	if res, err := client.Database("superdesk_poll").Collection("desks").DeleteOne(context.Background(),
+		bson.D{{Key: "_id", Value: oid}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("deleting the desk: %v %+v", err, res)
+	}
+	arrived = awaitEntry(t, in, auth, &since, "delete desks/"+id)
+	t.Logf("from the deletion to its entry in /changes: %s (PRODAPI_FEED_RECONCILE=300ms)", arrived.Sub(deleted).Round(time.Millisecond))
+	if status, _, body := in.get(t, desk, auth); status != 404 {
+		t.Errorf("the deleted desk, after its entry: %d %.200s", status, body)
+	}
 }

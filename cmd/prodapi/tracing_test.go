@@ -54,7 +54,11 @@ func TestTracesOnConsole(t *testing.T) {
 		if trace != "" {
 			traceparent = "00-" + trace + "-" + clientSpan + "-01"
 		}
-		status, _, b := request(t, http.MethodGet, in.base+target, "Authorization", tok,
+		base := in.base
+		if target == "/metrics" {
+			base = in.ops
+		}
+		status, _, b := request(t, http.MethodGet, base+target, "Authorization", tok,
 			"Accept", "application/openmetrics-text; version=1.0.0", "Traceparent", traceparent)
 		if status != 200 {
 			t.Fatalf("%s: %d %s", target, status, b)

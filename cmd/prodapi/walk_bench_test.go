@@ -135,7 +135,7 @@ func BenchmarkWalkReal(b *testing.B) {
 		for i := 0; i+1 < len(env); i += 2 {
 			vars[env[i]] = env[i+1]
 		}
-		s := &benchServer{base: startBenchServe(sb, b, vars), client: benchClient()}
+		s := startBenchServe(sb, b, vars)
 		served[n] = s
 		return s
 	}

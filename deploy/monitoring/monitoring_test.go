@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
@@ -146,6 +147,7 @@ type dashboard struct {
 			Name       string      `json:"name"`
 			Type       string      `json:"type"`
 			Query      any         `json:"query"`
+			AllValue   string      `json:"allValue"`
 			Datasource *datasource `json:"datasource"`
 		} `json:"list"`
 	} `json:"templating"`
@@ -193,7 +195,17 @@ func loadDashboard(t *testing.T) dashboard {
 
 // Grafana's variables, replaced by values of the same kind before
 // parsing: PromQL does not know them.
-var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h", "$job", "prodapi", "$instance", ".+")
+var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
+	"$cluster", ".*", "$namespace", ".*", "$job", "prodapi", "$instance", ".+")
+
+// grafanaRanges replaces only the range variables, leaving the label ones
+// in the regular expressions where they stand.
+var grafanaRanges = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h")
+
+// dashboardFilters are the dashboard's label variables, in their order: every
+// series a panel reads is selected by each, so that clusters, namespaces
+// (staging beside production), jobs and replicas do not mix.
+var dashboardFilters = []string{"cluster", "namespace", "job", "instance"}
 
 // metricsOf returns the metric names expr selects, or the parse error.
 func metricsOf(expr string) ([]string, error) {
@@ -277,6 +289,57 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
+// Every series a panel reads is selected by the cluster, namespace, job
+// and instance variables, which are chosen in that order, each from the
+// series of the ones before; cluster and namespace match a series without
+// the label too (a Prometheus that adds no cluster label).
+func TestDashboardFiltersByVariables(t *testing.T) {
+	d := loadDashboard(t)
+	var names []string
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		names = append(names, v.Name)
+		q, _ := v.Query.(map[string]any)
+		query := fmt.Sprint(q["query"])
+		for _, before := range dashboardFilters[:max(slices.Index(dashboardFilters, v.Name), 0)] {
+			if !strings.Contains(query, before+`=~"$`+before+`"`) {
+				t.Errorf("variable %s: %q does not follow %s", v.Name, query, before)
+			}
+		}
+		if (v.Name == "cluster" || v.Name == "namespace") && v.AllValue != ".*" {
+			t.Errorf("variable %s: allValue %q, want .* (a series without the label matches)", v.Name, v.AllValue)
+		}
+	}
+	if !slices.Equal(names, dashboardFilters) {
+		t.Errorf("query variables %v, want %v", names, dashboardFilters)
+	}
+	for _, p := range allPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			e, err := promql.ParseExpr(grafanaRanges.Replace(tg.Expr))
+			if err != nil {
+				t.Errorf("panel %q: %q: %v", p.Title, tg.Expr, err)
+				continue
+			}
+			parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+				vs, ok := n.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				for _, label := range dashboardFilters {
+					if !slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+						return m.Name == label && m.Type == labels.MatchRegexp && m.Value == "$"+label
+					}) {
+						t.Errorf("panel %q: %s is not selected by %s=~\"$%[3]s\"", p.Title, vs, label)
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
 func allPanels(ps []panel) []panel {
 	var out []panel
 	for _, p := range ps {
@@ -335,7 +398,8 @@ func TestNamedMetricsExist(t *testing.T) {
 // exposedNames builds prodapi, starts it against a MongoDB and an
 // Elasticsearch that do not answer (so the backend, change-feed and error
 // series are made), with the admin listener, makes a few requests and a
-// purge, and returns the sample names of its /metrics.
+// purge, and returns the sample names of its /metrics, which its operator
+// listener serves.
 func exposedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -357,6 +421,7 @@ func exposedNames(t *testing.T) map[string]bool {
 		"PRODAPI_AUTH_ENABLED=false",
 		"PRODAPI_ADMIN_ADDR=127.0.0.1:0",
 		"PRODAPI_ADMIN_SECRET="+adminSecret,
+		"PRODAPI_OPS_ADDR=127.0.0.1:0",
 		"PRODAPI_BACKEND_TIMEOUT=2s",
 	)
 	stderr, err := cmd.StderrPipe()
@@ -370,11 +435,12 @@ func exposedNames(t *testing.T) map[string]bool {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	})
-	api, admin := listenAddrs(t, stderr)
+	api, admin, ops := listenAddrs(t, stderr)
 
 	client := &http.Client{Timeout: time.Minute}
-	for _, target := range []string{"/prodapi/v1/items", "/prodapi/v1/desks", "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e", "/readyz"} {
-		res, err := client.Get("http://" + api + target)
+	for _, url := range []string{"http://" + api + "/prodapi/v1/items", "http://" + api + "/prodapi/v1/desks",
+		"http://" + api + "/prodapi/v1/desks/5d76113ab3af37dea3a2eb9e", "http://" + ops + "/readyz"} {
+		res, err := client.Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +455,7 @@ func exposedNames(t *testing.T) map[string]bool {
 		res.Body.Close()
 	}
 
-	res, err := client.Get("http://" + api + "/metrics")
+	res, err := client.Get("http://" + ops + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,14 +493,14 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// listenAddrs reads prodapi's JSON log until it has named both of its
+// listenAddrs reads prodapi's JSON log until it has named all three of its
 // listeners, then drains the rest in the background.
-func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
+func listenAddrs(t *testing.T, stderr io.Reader) (api, admin, ops string) {
 	t.Helper()
 	type line struct{ Msg, Addr string }
-	found := make(chan [2]string, 1)
+	found := make(chan [3]string, 1)
 	go func() { // ends when prodapi exits and its stderr closes
-		var a [2]string
+		var a [3]string
 		sent := false
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(nil, 1<<20)
@@ -446,10 +512,12 @@ func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
 			switch l.Msg {
 			case "admin listener":
 				a[1] = l.Addr
+			case "operator listener":
+				a[2] = l.Addr
 			case "listening":
 				a[0] = l.Addr
 			}
-			if a[0] != "" && a[1] != "" && !sent {
+			if a[0] != "" && a[1] != "" && a[2] != "" && !sent {
 				found <- a
 				sent = true
 			}
@@ -459,9 +527,9 @@ func listenAddrs(t *testing.T, stderr io.Reader) (api, admin string) {
 	defer cancel()
 	select {
 	case a := <-found:
-		return a[0], a[1]
+		return a[0], a[1], a[2]
 	case <-ctx.Done():
 		t.Fatal("prodapi did not log its listeners within 5 minutes")
 	}
-	return "", ""
+	return "", "", ""
 }

@@ -40,11 +40,22 @@ timed() {
 }
 
 # The sandbox: prodapi built from this tree, serving the sample newsroom on a
-# free loopback port, with nothing of the caller's environment but PATH.
+# free loopback port (its operator listener too, never the :5502 another
+# prodapi may hold), with nothing of the caller's environment but PATH.
 sandbox() {
 	go build -o "$work/prodapi" ./cmd/prodapi
 	local secret=clients-test-secret-of-at-least-32-bytes
-	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret \
+	# Emptied first: the background job's own redirection may come after the
+	# first look for the address, which would read a previous run's.
+	: >"$work/prodapi.out"
+	# PRODAPI_TOKEN_URL names an auth server (never asked here), so that the
+	# document the generators take offers OAuth 2 beside the bearer token,
+	# as a deployment that sets it serves it. The rate limit is off: the walks
+	# fetch every document, most of them misses, far faster than a client's
+	# default share allows, and what is tested here is the clients, not the
+	# limiter (its own tests and the README's "Limits and fair share" are).
+	env -i PATH="$PATH" PRODAPI_SANDBOX=sample AUTH_SERVER_SHARED_SECRET=$secret PRODAPI_OPS_ADDR=127.0.0.1:0 PRODAPI_RATE_LIMIT=off \
+		PRODAPI_TOKEN_URL=https://superdesk.example/api/auth_server/token \
 		"$work/prodapi" -addr 127.0.0.1:0 >"$work/prodapi.out" 2>"$work/prodapi.log" &
 	pid=$!
 	local addr= deadline=$((SECONDS + 120))
@@ -114,8 +125,13 @@ go_client() {
 	mkdir "$tmp/walk"
 	cp $here/go/walk.go "$tmp/walk/"
 	printf 'module walk\n\ngo 1.23\n\nrequire example.com/prodapi/client v0.0.0\n\nreplace example.com/prodapi/client => ../client\n' >"$tmp/walk/go.mod"
-	(cd "$tmp/client" && go build ./...)
-	(cd "$tmp/walk" && go build -o walk walk.go) # named, it builds despite its ignore tag
+	# The generated go.mod lists its requirements (golang.org/x/oauth2 with
+	# the document's OAuth 2 scheme) without their sums: go mod tidy; the
+	# walk, which builds on the client, takes the same sums and adds the
+	# client's requirements to its go.mod (-mod=mod).
+	(cd "$tmp/client" && go mod tidy && go build ./...)
+	cp "$tmp/client/go.sum" "$tmp/walk/go.sum"
+	(cd "$tmp/walk" && go build -mod=mod -o walk walk.go) # named, it builds despite its ignore tag
 	"$tmp/walk/walk"
 }
 

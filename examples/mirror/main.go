@@ -7,21 +7,29 @@
 //
 // It takes the change log's position first (/changes?since=now), then
 // walks every list the token may read by cursor, then follows /changes
-// from that position with long polls and applies each entry: a delete
-// removes the document's file, a flush walks that resource again, any
-// other entry fetches the document's _links.self. A 410 (the log no
-// longer holds the position) starts it all over.
+// from that position with include=doc, as an event stream (-follow
+// stream, the default) or with long polls (-follow poll), and applies
+// each entry: a delete removes the document's file, a flush walks that
+// resource again, any other entry writes the document it carries (or
+// removes the file when it carries null: deleted since). A 410 (the log
+// can no longer follow the position) starts it all over; any other
+// failure, after a pause, resumes from the last entry applied (a stream
+// with Last-Event-ID).
 //
 // The position comes before the walk so that no change is lost: one
 // made during the walk is in the log after that position, and is
 // applied once the walk is over. The walk may have read it already;
-// fetching a document twice only writes its file twice.
+// writing a document twice only writes its file twice. The documents
+// come with the entries (include=doc), at least as new as they are,
+// whichever replica answers: fetched apart, each would need
+// min_position, which the mirror sends when an entry comes without one.
 //
 // It prints a line per resource walked and per entry applied, and
 // stops on Ctrl-C.
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -44,14 +52,23 @@ import (
 func main() {
 	dir := flag.String("dir", "mirror", "the directory the copy is kept in")
 	pageSize := flag.Int("max-results", 500, "documents per page of a walk (at most 500)")
+	follow := flag.String("follow", "stream", "how to follow /changes: stream (Server-Sent Events) or poll (long polls)")
 	flag.Parse()
+	if *follow != "stream" && *follow != "poll" {
+		fmt.Fprintln(os.Stderr, "mirror: -follow is stream or poll")
+		os.Exit(2)
+	}
 	m := &mirror{
 		api:      strings.TrimSuffix(cmp.Or(os.Getenv("PRODAPI_URL"), "http://localhost:5500/prodapi/v1"), "/"),
 		token:    os.Getenv("PRODAPI_TOKEN"),
 		dir:      *dir,
 		pageSize: *pageSize,
+		stream:   *follow == "stream",
 		// Long enough for a long poll's 60 s.
 		client: &http.Client{Timeout: 2 * time.Minute},
+		// A stream has no end: it is watched for silence instead (idle).
+		streams: &http.Client{},
+		idle:    time.Minute,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -64,7 +81,12 @@ type mirror struct {
 	token    string
 	dir      string
 	pageSize int
+	stream   bool // follow the event stream; otherwise long polls
 	client   *http.Client
+	streams  *http.Client
+	// idle is the longest a stream may stay silent (the server writes a
+	// keepalive every 15 s): past it, the mirror reconnects.
+	idle time.Duration
 }
 
 // run mirrors the newsroom, then follows its changes until ctx ends. It
@@ -178,18 +200,22 @@ func (m *mirror) walk(ctx context.Context, resource string) error {
 	return nil
 }
 
-// follow long-polls /changes from since and applies each entry, until
-// ctx ends or something fails. It returns the position reached: entries
+// follow follows /changes from since and applies each entry, until ctx
+// ends or something fails. It returns the position reached: entries
 // after it were not all applied, and will be read again.
 func (m *mirror) follow(ctx context.Context, since string) (string, error) {
-	fmt.Printf("following /changes from %s\n", since)
+	if m.stream {
+		fmt.Printf("following /changes from %s, streamed\n", since)
+		return m.followStream(ctx, since)
+	}
+	fmt.Printf("following /changes from %s, polled\n", since)
 	for {
 		var page changesPage
-		if err := m.get(ctx, "changes?wait=60&max_results=500&since="+url.QueryEscape(since), &page); err != nil {
+		if err := m.get(ctx, "changes?include=doc&wait=60&max_results=500&since="+url.QueryEscape(since), &page); err != nil {
 			return since, err
 		}
 		for _, e := range page.Items {
-			if err := m.apply(ctx, e); err != nil {
+			if err := m.apply(ctx, e, page.Meta.Since); err != nil {
 				return since, err
 			}
 		}
@@ -197,22 +223,116 @@ func (m *mirror) follow(ctx context.Context, since string) (string, error) {
 	}
 }
 
-// apply brings the copy up to date with one entry of the change log.
-func (m *mirror) apply(ctx context.Context, e entry) error {
+// followStream follows the event stream of /changes from since, each
+// event's id the position after its entry, until ctx ends, the stream
+// fails or the server ends it. It returns the position of the last entry
+// applied: a stream that ends without a close event (the server shut
+// down) resumes from there at once, with Last-Event-ID.
+func (m *mirror) followStream(ctx context.Context, since string) (string, error) {
+	for {
+		var err error
+		since, err = m.stream1(ctx, since)
+		if err != nil || ctx.Err() != nil {
+			return since, err
+		}
+		select { // a moment, for the next replica to take over
+		case <-ctx.Done():
+			return since, nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stream1 reads one event stream from since.
+func (m *mirror) stream1(ctx context.Context, since string) (string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Silence for longer than idle (the server's keepalives stopped
+	// coming: a dead connection, a proxy that holds them) ends the stream.
+	silent := errors.New("the stream was silent for too long")
+	watchdog := time.AfterFunc(m.idle, func() { cancel(silent) })
+	defer watchdog.Stop()
+	req, err := m.request(ctx, "changes?include=doc&max_results=500")
+	if err != nil {
+		return since, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", since) // a position, which a stream resumes after
+	res, err := m.streams.Do(req)
+	if err != nil {
+		return since, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return since, answerError("changes", res)
+	}
+	r := bufio.NewReader(res.Body)
+	var id, event string
+	var data []byte
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+				err = cause
+			}
+			if errors.Is(err, io.EOF) {
+				return since, nil // the server ended it: reconnect
+			}
+			return since, err
+		}
+		watchdog.Reset(m.idle)
+		line = strings.TrimSuffix(line, "\n")
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch {
+		case line == "" && event == "close": // the envelope saying why
+			return since, envelopeError("changes", data)
+		case line == "" && event == "change":
+			var e entry
+			if err := json.Unmarshal(data, &e); err != nil {
+				return since, fmt.Errorf("changes: an event that is not an entry: %w", err)
+			}
+			if err := m.apply(ctx, e, id); err != nil {
+				return since, err
+			}
+			since = id
+			id, event, data = "", "", nil
+		case line == "":
+			id, event, data = "", "", nil
+		case field == "id":
+			id = value
+		case field == "event":
+			event = value
+		case field == "data":
+			data = append(data, value...)
+		}
+	}
+}
+
+// apply brings the copy up to date with one entry of the change log: the
+// document it carries (include=doc), or, when it carries none, the
+// document read at least as new as pos, the position after it.
+func (m *mirror) apply(ctx context.Context, e entry, pos string) error {
 	var err error
 	switch e.Op {
 	case "flush": // anything of the resource may have changed
 		err = m.walk(ctx, e.Resource)
 	case "delete":
 		err = m.remove(e.Resource, e.ID)
-	default: // insert, update, replace: read the document as it is now
-		var doc json.RawMessage
-		err = m.get(ctx, e.Links.Self.Href, &doc)
-		switch status(err) {
-		case http.StatusOK:
-			err = m.store(e.Resource, e.ID, doc)
-		case http.StatusNotFound: // deleted since: its delete comes later
+	default: // insert, update, replace: the document as it is now
+		doc := e.Doc
+		if doc == nil {
+			err = m.get(ctx, e.Links.Self.Href+"?min_position="+url.QueryEscape(pos), &doc)
+			if status(err) == http.StatusNotFound {
+				doc, err = json.RawMessage("null"), nil
+			}
+		}
+		switch {
+		case err != nil:
+		case string(doc) == "null": // deleted since: its delete comes later
 			err = m.remove(e.Resource, e.ID)
+		default:
+			err = m.store(e.Resource, e.ID, doc)
 		}
 	}
 	if err != nil {
@@ -249,30 +369,53 @@ func (m *mirror) file(resource, id string) string {
 // into v. An answer other than 200 is a *statusError carrying the
 // message of the API's error envelope.
 func (m *mirror) get(ctx context.Context, href string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.api+"/"+href, nil)
+	req, err := m.request(ctx, href)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+m.token)
 	res, err := m.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		var envelope struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"_error"`
-		}
-		// (a body that is not the envelope leaves the message empty)
-		json.NewDecoder(io.LimitReader(res.Body, 1<<16)).Decode(&envelope)
-		return &statusError{href: href, status: res.StatusCode, message: envelope.Error.Message}
+		return answerError(href, res)
 	}
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		return fmt.Errorf("%s: %w", href, err)
 	}
 	return nil
+}
+
+// request is a GET of href, relative to the API's root, with the token.
+func (m *mirror) request(ctx context.Context, href string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.api+"/"+href, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+m.token)
+	return req, nil
+}
+
+// answerError is the *statusError of an answer other than 200.
+func answerError(href string, res *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	err := envelopeError(href, body)
+	err.status = res.StatusCode
+	return err
+}
+
+// envelopeError is the *statusError the API's error envelope describes
+// (a body that is not the envelope leaves it empty).
+func envelopeError(href string, body []byte) *statusError {
+	var envelope struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"_error"`
+	}
+	json.Unmarshal(body, &envelope)
+	return &statusError{href: href, status: envelope.Error.Code, message: envelope.Error.Message}
 }
 
 // A statusError is an answer of the API other than 200.
@@ -311,7 +454,9 @@ type changesPage struct {
 	} `json:"_meta"`
 }
 
-// An entry of the change log: a flush has neither ID nor Links.
+// An entry of the change log: a flush has neither ID nor Links; with
+// include=doc, an insert, update or replace has Doc (null when the
+// document answers 404).
 type entry struct {
 	Resource string `json:"resource"`
 	ID       string `json:"_id"`
@@ -319,4 +464,5 @@ type entry struct {
 	Links    struct {
 		Self link `json:"self"`
 	} `json:"_links"`
+	Doc json.RawMessage `json:"doc"`
 }

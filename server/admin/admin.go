@@ -10,25 +10,40 @@
 // The same fields may come as a JSON body instead ({"resource":"items",
 // "ids":["a"]} or {"all":true}) with Content-Type application/json.
 // Answers are JSON: {"_status":"OK","purged":...} or the API's error
-// envelope, {"_status":"ERR","_error":{"code":N,"message":"..."}}.
+// envelope, {"_status":"ERR","_error":{"code":N,"message":"..."}}, which
+// server/httperr writes, as it does the API's.
 //
 // Each purge attempted counts in prodapi_admin_purges_total{scope,result}:
 // scope docs, resource or all; result ok, partial (applied on this
-// replica only: 503) or error (500). Every series exists at 0 from the
-// start. Refused requests (401, 4xx) are not purges and are not counted.
+// replica only: 503) or error (500). Refused requests are not purges:
+// they count in prodapi_admin_refused_total{reason}, reason unauthorized
+// (401: no secret, or a wrong one), method (405), invalid (400, 413, 415:
+// no purge) or not_found (404: another path). Every series exists at 0
+// from the start.
+//
+// Every request is audited: each purge's log line (Info) and each
+// refusal's (Warn) names the client's address and the request's id. The
+// address is the TCP peer's: the listener is for operators, reached
+// without the public proxy, so no proxy header is believed. The id is
+// made for the request and echoed in X-Request-Id. Every answer carries
+// X-Content-Type-Options: nosniff.
 package admin
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
+	"github.com/prodapi/prodapi/server/httperr"
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 )
@@ -56,10 +71,19 @@ type Options struct {
 	Metrics *metrics.Metrics // the registry the purges count into; nil: none
 }
 
-// Label values of prodapi_admin_purges_total.
+// Label values of prodapi_admin_purges_total and of
+// prodapi_admin_refused_total.
 var (
-	purgeScopes  = [...]string{"docs", "resource", "all"}
-	purgeResults = [...]string{"ok", "partial", "error"}
+	purgeScopes    = [...]string{"docs", "resource", "all"}
+	purgeResults   = [...]string{"ok", "partial", "error"}
+	refusedReasons = [...]string{reasonUnauthorized, reasonMethod, reasonInvalid, reasonNotFound}
+)
+
+const (
+	reasonUnauthorized = "unauthorized"
+	reasonMethod       = "method"
+	reasonInvalid      = "invalid"
+	reasonNotFound     = "not_found"
 )
 
 // Handler returns the admin handler. secret is the bearer token every
@@ -79,16 +103,14 @@ func Handler(p Purger, secret string, opts Options) http.Handler {
 				h.purges.Declare(scope, result)
 			}
 		}
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/purge", h.purge)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(w, r) {
-			return
+		h.refused = opts.Metrics.Counter("prodapi_admin_refused_total",
+			"Requests the admin listener refused, by reason (unauthorized: no bearer secret or a wrong one; method; invalid: no purge; not_found: another path).",
+			"reason")
+		for _, reason := range refusedReasons {
+			h.refused.Declare(reason)
 		}
-		writeError(w, http.StatusNotFound, "Not found: the admin listener serves POST /purge.")
-	})
-	return mux
+	}
+	return h
 }
 
 type handler struct {
@@ -97,19 +119,73 @@ type handler struct {
 	partial func(error) bool
 	log     *slog.Logger
 	purges  *metrics.Counter // scope, result; nil counts nothing
+	refused *metrics.Counter // reason; nil counts nothing
 }
 
-// authorized checks the bearer secret in constant time, answering 401 when
-// it is missing or wrong.
-func (h *handler) authorized(w http.ResponseWriter, r *http.Request) bool {
-	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if len(h.secret) > 0 && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), h.secret) == 1 {
-		return true
+// A call is what the audit says of a request: who sent it, under which
+// id.
+type call struct {
+	id   string
+	addr netip.Addr // the TCP peer's; invalid when it has none
+}
+
+// ServeHTTP answers POST /purge for a request bearing the secret, and
+// refuses anything else.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := call{id: newID()}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		c.addr = ap.Addr().Unmap()
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="prodapi-admin"`)
-	writeError(w, http.StatusUnauthorized, "Please provide the admin bearer secret.")
-	return false
+	hdr := w.Header()
+	hdr.Set("X-Request-Id", c.id)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if !h.authorized(r) {
+		h.refuse(w, r, c, reasonUnauthorized, &httperr.Error{Status: http.StatusUnauthorized, Msg: "Please provide the admin bearer secret.",
+			Header: http.Header{"Www-Authenticate": {`Bearer realm="prodapi-admin"`}}})
+		return
+	}
+	if r.URL.Path != "/purge" {
+		h.refuse(w, r, c, reasonNotFound, &httperr.Error{Status: http.StatusNotFound, Msg: "Not found: the admin listener serves POST /purge."})
+		return
+	}
+	h.purge(w, r, c)
+}
+
+// newID is a request id: 16 random hex digits.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// authorized checks the bearer secret in constant time.
+func (h *handler) authorized(r *http.Request) bool {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return len(h.secret) > 0 && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), h.secret) == 1
+}
+
+// maxLoggedPath bounds the path a refusal's log line carries.
+const maxLoggedPath = 256
+
+// refuse answers e, and counts and logs the refusal with who asked.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, c call, reason string, e *httperr.Error) {
+	h.refused.Inc(reason)
+	path := r.URL.Path
+	if len(path) > maxLoggedPath {
+		path = path[:maxLoggedPath]
+	}
+	h.log.Warn("admin: refused", "reason", reason, "status", e.Status, "method", r.Method, "path", path,
+		"client_addr", addrString(c.addr), "request_id", c.id)
+	httperr.Write(w, r, e)
+}
+
+// addrString is a as a log shows it: "" when there is none.
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 // A request is one purge: by resource and ids, by resource, or all.
@@ -119,19 +195,16 @@ type request struct {
 	All      bool     `json:"all,omitempty"`
 }
 
-func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
-	if !h.authorized(w, r) {
-		return
-	}
+func (h *handler) purge(w http.ResponseWriter, r *http.Request, c call) {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, "The method is not allowed for the requested URL.")
+		h.refuse(w, r, c, reasonMethod, &httperr.Error{Status: http.StatusMethodNotAllowed, Msg: "The method is not allowed for the requested URL.",
+			Header: http.Header{"Allow": {"POST"}}})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	req, status, msg := parse(r)
 	if status != 0 {
-		writeError(w, status, msg)
+		h.refuse(w, r, c, reasonInvalid, &httperr.Error{Status: status, Msg: msg})
 		return
 	}
 	var err error
@@ -146,7 +219,8 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		scope = purgeScopes[1]
 		err = h.p.PurgeResource(r.Context(), req.Resource)
 	}
-	h.log.Info("admin: purge", "resource", req.Resource, "ids", len(req.IDs), "all", req.All, "error", err)
+	h.log.Info("admin: purge", "resource", req.Resource, "ids", len(req.IDs), "all", req.All, "error", err,
+		"client_addr", addrString(c.addr), "request_id", c.id)
 	partial := err != nil && h.partial != nil && h.partial(err)
 	switch {
 	case err == nil:
@@ -158,11 +232,11 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if partial {
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, "Purged on this replica only: Redis could not be reached, so the other replicas and Redis keep their entries until their TTLs end. Retry.")
+			httperr.Write(w, r, &httperr.Error{Status: http.StatusServiceUnavailable, Err: err, Header: http.Header{"Retry-After": {"5"}},
+				Msg: "Purged on this replica only: Redis could not be reached, so the other replicas and Redis keep their entries until their TTLs end. Retry."})
 			return
 		}
-		writeError(w, http.StatusInternalServerError, "The purge failed.")
+		httperr.Write(w, r, &httperr.Error{Status: http.StatusInternalServerError, Msg: "The purge failed.", Err: err})
 		return
 	}
 	body, _ := json.Marshal(struct {
@@ -230,22 +304,4 @@ func parse(r *http.Request) (req request, status int, msg string) {
 		}
 	}
 	return req, 0, ""
-}
-
-// writeError writes the API's error envelope.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(struct {
-		Status string `json:"_status"`
-		Error  struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"_error"`
-	}{Status: "ERR", Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{status, msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }

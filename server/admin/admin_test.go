@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -129,7 +131,116 @@ func TestPurgeRefused(t *testing.T) {
 			if len(p.calls) != 0 {
 				t.Errorf("a refused request purged: %q", p.calls)
 			}
+			if w.Header().Get("X-Content-Type-Options") != "nosniff" || w.Header().Get("X-Request-Id") == "" {
+				t.Errorf("headers %v, want nosniff and a request id", w.Header())
+			}
 		})
+	}
+}
+
+// audited is a handler whose log and counters the test reads.
+func audited(t *testing.T, p *purges) (http.Handler, *metrics.Metrics, *bytes.Buffer) {
+	t.Helper()
+	m, log := metrics.NewMetrics(), &bytes.Buffer{}
+	h := Handler(p, secret, Options{Metrics: m, Logger: slog.New(slog.NewJSONHandler(log, nil)),
+		Partial: func(err error) bool { return errors.Is(err, errNotPropagated) }})
+	return h, m, log
+}
+
+// auditLine is one line of the admin's log.
+type auditLine struct {
+	Level, Msg, Reason, Method, Path string
+	Status                           int
+	ClientAddr                       string `json:"client_addr"`
+	RequestID                        string `json:"request_id"`
+}
+
+func lastAuditLine(t *testing.T, log *bytes.Buffer) auditLine {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	var l auditLine
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
+		t.Fatalf("log line %q: %v", lines[len(lines)-1], err)
+	}
+	return l
+}
+
+// Every refusal is counted by reason and logged with who asked (the TCP
+// peer, whatever a proxy header says) and the request id it was answered
+// with; every series exists at 0 from the start.
+func TestRefusalsAudited(t *testing.T) {
+	h, m, log := audited(t, &purges{})
+	refused := m.Counter("prodapi_admin_refused_total", "", "reason")
+	for _, reason := range refusedReasons {
+		if got := refused.Value(reason); got != 0 {
+			t.Errorf("refused{reason=%s} = %d at the start", reason, got)
+		}
+	}
+	var text strings.Builder
+	m.WriteText(&text)
+	if got := strings.Count(text.String(), "prodapi_admin_refused_total{"); got != len(refusedReasons) {
+		t.Errorf("%d refused series at the start, want %d", got, len(refusedReasons))
+	}
+	bearer := "Bearer " + secret
+	for _, tc := range []struct {
+		method, target, auth, reason string
+		status                       int
+	}{
+		{"POST", "/purge?all=true", "", reasonUnauthorized, 401},
+		{"POST", "/purge?all=true", "Bearer a-guess", reasonUnauthorized, 401},
+		{"GET", "/metrics", "", reasonUnauthorized, 401},
+		{"GET", "/metrics", bearer, reasonNotFound, 404},
+		{"GET", "/purge?all=true", bearer, reasonMethod, 405},
+		{"POST", "/purge?resource=nope", bearer, reasonInvalid, 400},
+		{"POST", "/" + strings.Repeat("x", 1000), "", reasonUnauthorized, 401},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		r.RemoteAddr = "[::ffff:198.51.100.7]:40000"
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		l := lastAuditLine(t, log)
+		want := auditLine{Level: "WARN", Msg: "admin: refused", Reason: tc.reason, Method: tc.method, Path: truncate(r.URL.Path, maxLoggedPath),
+			Status: tc.status, ClientAddr: "198.51.100.7", RequestID: w.Header().Get("X-Request-Id")}
+		if w.Code != tc.status || l != want || l.RequestID == "" {
+			t.Errorf("%s %.40s: %d, logged %+v; want %d, %+v", tc.method, tc.target, w.Code, l, tc.status, want)
+		}
+	}
+	for reason, want := range map[string]uint64{reasonUnauthorized: 4, reasonNotFound: 1, reasonMethod: 1, reasonInvalid: 1} {
+		if got := refused.Value(reason); got != want {
+			t.Errorf("refused{reason=%s} = %d, want %d", reason, got, want)
+		}
+	}
+	if got := m.Counter("prodapi_admin_purges_total", "", "scope", "result").Sum(); got != 0 {
+		t.Errorf("%d refusals counted as purges", got)
+	}
+}
+
+func truncate(s string, n int) string { return s[:min(len(s), n)] }
+
+// Each purge's log line names its client's address and its request id,
+// the one its answer carries; each request gets an id of its own.
+func TestPurgeAudited(t *testing.T) {
+	h, _, log := audited(t, &purges{})
+	seen := map[string]bool{}
+	for range 3 {
+		r := httptest.NewRequest("POST", "/purge?resource=items&id=a", nil)
+		r.RemoteAddr = "192.0.2.9:5555"
+		r.Header.Set("Authorization", "Bearer "+secret)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		l := lastAuditLine(t, log)
+		id := w.Header().Get("X-Request-Id")
+		if w.Code != 200 || l.Msg != "admin: purge" || l.Level != "INFO" || l.ClientAddr != "192.0.2.9" || l.RequestID != id || id == "" || seen[id] {
+			t.Errorf("%d, X-Request-Id %q, logged %+v", w.Code, id, l)
+		}
+		seen[id] = true
+		if w.Header().Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("X-Content-Type-Options %q", w.Header().Get("X-Content-Type-Options"))
+		}
 	}
 }
 
@@ -199,5 +310,22 @@ func TestPurgesCounted(t *testing.T) {
 	}
 	if got := c.Sum(); got != 4 {
 		t.Errorf("%d purges counted, want 4 (refused requests are not purges)", got)
+	}
+}
+
+// The admin listener answers in the API's envelope, written by the API's
+// writer: the same bytes and headers as a refusal of the API.
+func TestRefusalsInTheAPIEnvelope(t *testing.T) {
+	w, _ := do(t, &purges{}, "POST", "/purge?x<y=1", "Bearer "+secret, "", "")
+	want := `{"_status":"ERR","_error":{"code":400,"message":"Unknown parameter \"x<y\": use resource, id and all."}}`
+	if w.Code != 400 || w.Body.String() != want {
+		t.Errorf("%d %s, want 400 %s", w.Code, w.Body, want)
+	}
+	if got := w.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control %q", got)
+	}
+	w, _ = do(t, &purges{}, "POST", "/purge", "Bearer not-the-secret", "", "")
+	if w.Code != 401 || w.Header().Get("WWW-Authenticate") != `Bearer realm="prodapi-admin"` {
+		t.Errorf("%d %v", w.Code, w.Header())
 	}
 }

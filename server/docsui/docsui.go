@@ -1,14 +1,15 @@
-// Package docsui holds the script of the API reference page: the
-// standalone bundle of Redoc (https://github.com/Redocly/redoc), a pinned
-// npm release that make docs-ui copies into redoc/ with its licences and
-// version. The server embeds it, so the page works offline and building
-// prodapi needs no npm.
+// Package docsui holds the files of the API reference page: Swagger UI
+// (https://github.com/swagger-api/swagger-ui), the bundle and stylesheet
+// of a pinned npm release of swagger-ui-dist that make docs-ui copies
+// into swagger-ui/ with its licences and version, and the page's own
+// script, docs.js. The server embeds them, so the page works offline and
+// building prodapi needs no npm.
 //
-// The copy differs from the release in one string: the sidebar's Redocly
-// logo, which the release loads from Redocly's CDN, has no source, so
-// Redoc hides it (make docs-ui says so and checks the string is there
-// exactly once). The page's HTML and its Content-Security-Policy are the
-// server's (server/docs.go).
+// The copy differs from the release in one line: the stylesheet's
+// source-map comment, which names a file the copy does not carry, goes
+// (make docs-ui says so and checks the line is there exactly once). The
+// page's HTML and its Content-Security-Policy are the server's
+// (server/docs.go).
 package docsui
 
 import (
@@ -16,28 +17,31 @@ import (
 	"strings"
 )
 
-//go:embed redoc/redoc.standalone.js
-var redoc []byte
+var (
+	//go:embed swagger-ui/swagger-ui-bundle.js
+	bundle []byte
+	//go:embed swagger-ui/swagger-ui.css
+	stylesheet []byte
+	//go:embed swagger-ui/VERSION
+	version string
+	//go:embed docs.js
+	script []byte
+)
 
-//go:embed redoc/VERSION
-var version string
+// Bundle returns Swagger UI's standalone bundle, which defines the
+// global SwaggerUIBundle. The caller must not modify it.
+func Bundle() []byte { return bundle }
 
-// Script returns Redoc's standalone bundle, which defines the global
-// Redoc.init(specURL, options, element). The caller must not modify it.
-func Script() []byte { return redoc }
+// Stylesheet returns Swagger UI's stylesheet. The caller must not modify
+// it.
+func Stylesheet() []byte { return stylesheet }
 
-// Version is the Redoc release the bundle comes from ("2.5.4").
+// Script returns the page's script: it fetches the document named by
+// the data-spec attribute of the element #swagger-ui, points Try it out
+// at the root named by its data-api attribute, and starts Swagger UI
+// there, with the operations' code samples (x-codeSamples) shown. The
+// caller must not modify it.
+func Script() []byte { return script }
+
+// Version is the Swagger UI release the bundle comes from ("5.35.0").
 func Version() string { return strings.TrimSpace(version) }
-
-// StyleHashes are the CSP hash sources ('sha256-...') of the style
-// elements the bundle creates as it loads, before Redoc.init can hand it
-// a nonce: perfect-scrollbar's stylesheet, which webpack's style-loader
-// inserts empty and then fills. They change only with the bundle;
-// test/browser fails, naming the hash it saw, when one is missing or
-// stale.
-func StyleHashes() []string {
-	return []string{
-		"'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='", // the empty element
-		"'sha256-QMIg+bpjm3JdElJ388KYke01izlUW0UoNOeKjpMxdgc='", // perfect-scrollbar.css, with its source map
-	}
-}

@@ -1,9 +1,7 @@
 package query
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prodapi/prodapi/server/seal"
 	"github.com/prodapi/prodapi/sources"
 )
 
@@ -38,8 +37,9 @@ const cursorVersion = 1
 // encrypted and authenticated (AES-256-GCM), so a client can neither read
 // the sort values it carries (they may include _updated, which the API
 // never shows) nor make one up. Each cursor has a key of its own, derived
-// with HKDF-SHA256 from the secret and a random salt the cursor carries,
-// so no key seals more than once and no count of cursors wears the secret
+// with HKDF-SHA256 from the secret and a random salt the cursor carries
+// (seal.Key, which change-log positions share under their own label), so
+// no key seals more than once and no count of cursors wears the secret
 // out. Every replica given the same secret opens every other's cursors.
 //
 // A cursor holds its expiry, a hash binding it to its request (the
@@ -67,15 +67,7 @@ func NewCursors(secret []byte, now func() time.Time) (*Cursors, error) {
 
 // aead is the cipher of the cursor salted with salt.
 func (c *Cursors) aead(salt []byte) (cipher.AEAD, error) {
-	key, err := hkdf.Key(sha256.New, c.secret, salt, cursorInfo, 32)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
+	return seal.Key(c.secret, salt, cursorInfo)
 }
 
 const saltLen = 16

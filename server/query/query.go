@@ -20,6 +20,10 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// HTTPStatus is the status the refusal is answered with, for
+// sources.Classify.
+func (e *Error) HTTPStatus() int { return e.Status }
+
 // MaxTarget is the longest request target (path and query) accepted:
 // 16 KiB. Longer is 414.
 const MaxTarget = 16 << 10

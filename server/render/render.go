@@ -60,7 +60,7 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	res := q.Resource
 	doc, err := rd.store.Get(ctx, res, q.ID)
 	if errors.Is(err, sources.ErrNotFound) {
-		return &sources.Representation{Status: http.StatusNotFound, Total: -1}, nil
+		return notFound(), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, q.ID, err)
@@ -70,18 +70,158 @@ func (rd *Renderer) detail(ctx context.Context, q *sources.Query) (*sources.Repr
 	if err != nil {
 		return nil, fmt.Errorf("render: enriching %s/%s: %w", res.Name, q.ID, err)
 	}
+	return rd.renderDetail(q, doc, modified, links[0], missing), nil
+}
+
+// notFound is the representation of a missing detail.
+func notFound() *sources.Representation {
+	return &sources.Representation{Status: http.StatusNotFound, Total: -1}
+}
+
+// renderDetail renders doc, enriched (links), as the detail q asks for.
+func (rd *Renderer) renderDetail(q *sources.Query, doc *sources.Doc, modified time.Time, links *sources.Doc, missing []string) *sources.Representation {
+	res := q.Resource
 	q.Project(doc) // _links come after, never projected away
 	if !res.NoLinks {
 		l := itemLinks(q, docID(doc, q.ID))
-		appendLinks(l, links, 0)
+		appendLinks(l, []*sources.Doc{links}, 0)
 		setLast(doc, "_links", l)
 	}
 	rep := rd.encode(doc, q.Pretty)
 	rep.Total = -1
 	rep.LastModified = modified
 	rep.Missing = missing
-	rep.Docs = linkedDocs(append(make([]string, 0, 4), res.Name+"/"+q.ID), links)
-	return rep, nil
+	rep.Docs = linkedDocs(append(make([]string, 0, 4), res.Name+"/"+q.ID), []*sources.Doc{links})
+	return rep
+}
+
+// LoadMany renders several details at once (cache.BatchLoader): per
+// resource, one lookup of their ids on the document database when the
+// store is a sources.Looker (a Get each otherwise), one enrichment for
+// the batch, as a list page has, and each document rendered as its
+// detail, Load's answer for it. reps[i] answers qs[i]: a 404
+// representation for a document that does not exist. A query that is
+// not a detail is loaded on its own.
+func (rd *Renderer) LoadMany(ctx context.Context, qs []*sources.Query) ([]*sources.Representation, error) {
+	reps := make([]*sources.Representation, len(qs))
+	byRes := map[*sources.Resource][]int{}
+	var order []*sources.Resource
+	for i, q := range qs {
+		if !q.IsDetail() {
+			rep, err := rd.Load(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			reps[i] = rep
+			continue
+		}
+		if _, ok := byRes[q.Resource]; !ok {
+			order = append(order, q.Resource)
+		}
+		byRes[q.Resource] = append(byRes[q.Resource], i)
+	}
+	for _, res := range order {
+		if err := rd.details(ctx, res, qs, byRes[res], reps); err != nil {
+			return nil, err
+		}
+	}
+	return reps, nil
+}
+
+// details renders the details qs[at...] of res into reps.
+func (rd *Renderer) details(ctx context.Context, res *sources.Resource, qs []*sources.Query, at []int, reps []*sources.Representation) error {
+	found, err := rd.getMany(ctx, res, qs, at)
+	if err != nil {
+		return err
+	}
+	// One enrichment for the batch: each document once, however many
+	// queries name it.
+	var docs []*sources.Doc
+	index := map[*sources.Doc]int{}
+	for _, d := range found {
+		if _, ok := index[d]; d != nil && !ok {
+			index[d] = len(docs)
+			docs = append(docs, d)
+		}
+	}
+	modified := make([]time.Time, len(docs))
+	for i, d := range docs {
+		modified[i] = updated(d)
+	}
+	links, missing, err := rd.enrich(ctx, res, docs, true)
+	if err != nil {
+		return fmt.Errorf("render: enriching %s: %w", res.Name, err)
+	}
+	uses := map[*sources.Doc]int{}
+	for _, d := range found {
+		uses[d]++
+	}
+	for k, i := range at {
+		d := found[k]
+		if d == nil {
+			reps[i] = notFound()
+			continue
+		}
+		n := index[d]
+		if uses[d]--; uses[d] > 0 {
+			d = d.Clone() // rendering projects the document in place: the last use takes it
+		}
+		reps[i] = rd.renderDetail(qs[i], d, modified[n], links[n], missing)
+	}
+	return nil
+}
+
+// getMany reads the documents of the details qs[at...] of res, as Get
+// reads each (a 24-hex id matches an ObjectID _id and, failing that, a
+// string one): nil for one that does not exist. Documents named twice
+// are read once.
+func (rd *Renderer) getMany(ctx context.Context, res *sources.Resource, qs []*sources.Query, at []int) ([]*sources.Doc, error) {
+	found := make([]*sources.Doc, len(at))
+	lk, ok := rd.store.(sources.Looker)
+	if !ok {
+		for k, i := range at {
+			d, err := rd.store.Get(ctx, res, qs[i].ID)
+			switch {
+			case errors.Is(err, sources.ErrNotFound):
+			case err != nil:
+				return nil, fmt.Errorf("render: reading %s/%s: %w", res.Name, qs[i].ID, err)
+			default:
+				found[k] = d
+			}
+		}
+		return found, nil
+	}
+	var ids []any
+	seen := map[string]bool{}
+	for _, i := range at {
+		if id := qs[i].ID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	docs, err := lk.Lookup(ctx, sources.Lookup{Collection: res.Collection, Field: "_id", Values: ids})
+	if err != nil {
+		return nil, fmt.Errorf("render: reading %d documents of %s: %w", len(ids), res.Name, err)
+	}
+	byOID := map[sources.ObjectID]*sources.Doc{}
+	byString := map[string]*sources.Doc{}
+	for _, d := range docs {
+		switch id, _ := d.Get("_id"); id := id.(type) {
+		case sources.ObjectID:
+			byOID[id] = d
+		case string:
+			byString[id] = d
+		}
+	}
+	for k, i := range at {
+		id := qs[i].ID
+		if oid, ok := sources.ParseObjectID(id); ok && byOID[oid] != nil {
+			found[k] = byOID[oid]
+		} else {
+			found[k] = byString[id]
+		}
+	}
+	return found, nil
 }
 
 func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Representation, error) {

@@ -3,6 +3,7 @@ package codec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -235,5 +236,119 @@ func TestDatesAsAppendFormat(t *testing.T) {
 	id := sources.ObjectID{0x67, 0xc4, 0x2d, 0x4c, 0x95, 0x71, 0x84, 0xd4, 0x54, 0x84, 0xe6, 0xff}
 	if got, want := string(AppendJSON(nil, id)), `"67c42d4c957184d45484e6ff"`; got != want {
 		t.Errorf("AppendJSON(ObjectID) = %s, want %s", got, want)
+	}
+}
+
+// decodeAsScan is DecodeJSON as it was before objects indexed their keys:
+// a repeated key found by a scan of those before it, however many.
+func decodeAsScan(data []byte, opts DecodeOptions) (any, error) {
+	return decode(data, opts, math.MaxInt)
+}
+
+// sameAsScan fails t unless data decodes with opts, its objects indexing
+// their keys from indexFrom, exactly as with the scan alone: the same
+// value (in the same order), or the same error at the same offset.
+func sameAsScan(t *testing.T, data []byte, opts DecodeOptions, indexFrom int) {
+	t.Helper()
+	got, gotErr := decode(data, opts, indexFrom)
+	want, wantErr := decodeAsScan(data, opts)
+	if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+		t.Fatalf("decoding %.200q (strict %v, index from %d): error %v, the scan's %v", data, opts.Strict, indexFrom, gotErr, wantErr)
+	}
+	if g, w := AppendJSON(nil, got), AppendJSON(nil, want); string(g) != string(w) {
+		t.Fatalf("decoding %.200q (strict %v, index from %d): %.200s, the scan's %.200s", data, opts.Strict, indexFrom, g, w)
+	}
+}
+
+// randomObject writes an object of up to 2*indexKeys+8 keys drawn from a
+// set small enough that some repeat, nested now and then.
+func randomObject(rng *rand.Rand, depth int) string {
+	n := rng.IntN(2*indexKeys + 8)
+	keys := 1 + rng.IntN(4*n+1) // few keys for n: repeats; many: mostly none
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":`, rng.IntN(keys))
+		switch {
+		case depth < 3 && rng.IntN(32) == 0:
+			b.WriteString(randomObject(rng, depth+1))
+		default:
+			fmt.Fprintf(&b, "%d", i)
+		}
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Indexing an object's keys changes nothing the decoder answers: a
+// repeated key is refused (strict) or replaces the first one's value in
+// place (lenient) exactly as the scan did, at every size around the
+// point where the index starts.
+func TestDuplicateKeysAsTheScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		data := []byte(randomObject(rng, 0))
+		for _, strict := range []bool{true, false} {
+			for _, from := range []int{1, 2, indexKeys} {
+				sameAsScan(t, data, DecodeOptions{Strict: strict}, from)
+			}
+		}
+	}
+	// A repeat just before, at and after the index starts.
+	for _, n := range []int{indexKeys - 1, indexKeys, indexKeys + 1, 4 * indexKeys} {
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		b.WriteString(`"k0":"again"}`)
+		sameAsScan(t, []byte(b.String()), DecodeOptions{Strict: true}, indexKeys)
+		sameAsScan(t, []byte(b.String()), DecodeOptions{}, indexKeys)
+		if _, err := DecodeJSON([]byte(b.String()), DecodeOptions{Strict: true}); err == nil || !strings.Contains(err.Error(), `duplicate key "k0"`) {
+			t.Errorf("%d keys then k0 again: %v, want duplicate key \"k0\"", n, err)
+		}
+	}
+}
+
+func FuzzDuplicateKeysAsTheScan(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":1,"b":{"a":1,"a":2},"c":3}`, `{"a":1,"b":2,"c":3,"b":4}`, `[{"x":1},{"x":2,"x":3}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, strict := range []bool{true, false} {
+			for _, from := range []int{1, 2, 3, indexKeys} {
+				sameAsScan(t, data, DecodeOptions{Strict: strict, MaxDepth: 32}, from)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeManyKeys decodes objects of ever more distinct keys,
+// strictly: the time per key stays flat (it grew with the keys while
+// every key scanned those before it).
+func BenchmarkDecodeManyKeys(b *testing.B) {
+	for _, n := range []int{16, 64, 1000, 7000} {
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, `"c%d":%d`, i, i)
+		}
+		sb.WriteByte('}')
+		data := []byte(sb.String())
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := DecodeJSON(data, DecodeOptions{Strict: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/key")
+		})
 	}
 }

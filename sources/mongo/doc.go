@@ -95,10 +95,14 @@
 //
 // A cursor walk (q.Cursor) pages by position instead of skip: a page is
 // the client's filter ANDed with the documents that sort after the last
-// one served, by the query's keys then _id (walk.go has the filter, which
-// follows MongoDB's cross-type sort exactly), and asks for one document
-// more than it shows, to know whether another page follows. The
-// position is the last document's MongoDB sort keys (sandbox.SortKey).
+// one served, by the query's keys then _id, and asks for one document
+// more than it shows, to know whether another page follows, with no
+// skip. The position is the last document's MongoDB sort keys
+// (bsonorder.Position). walk.go has the filter, which follows MongoDB's
+// cross-type sort exactly: an $or of equalities on the first keys and a
+// range ($gt or $lt within a type, $type for whole types, null and
+// empty arrays) on the next, each branch bounded by an index on the keys
+// then _id (ListNeed's), and a $nor in each that only arrays need.
 // The total is countDocuments on the client's filter, unless a walk's
 // first page holds the whole list. Values the documents decode to other
 // types (Decimal128, binary, regular expressions, timestamps) are walked

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
 // ferretDB returns a client of the package's FerretDB (started on first
 // use), and its version, for the differences the test expects.
-func ferretDB(t *testing.T) (*mongodriver.Client, string) {
+func ferretDB(t testing.TB) (*mongodriver.Client, string) {
 	t.Helper()
 	f := servers.FerretDB(t)
 	client, err := mongodriver.Connect(mongosrc.ClientOptions(f.URI, 4, 0))

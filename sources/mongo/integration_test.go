@@ -57,7 +57,7 @@ func TestIntegrationContract(t *testing.T) {
 }
 
 // scratchDatabase returns a database of its own for t, dropped afterwards.
-func scratchDatabase(t *testing.T, client *mongodriver.Client, prefix string) *mongodriver.Database {
+func scratchDatabase(t testing.TB, client *mongodriver.Client, prefix string) *mongodriver.Database {
 	t.Helper()
 	db := client.Database(fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()))
 	t.Cleanup(func() {

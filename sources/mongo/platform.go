@@ -180,7 +180,8 @@ type Need struct {
 
 // ListNeed is the query of a list of res (Find) filtered by equality on
 // the fields given, in res's default sort: the sort Find sends, the
-// default keys then _id.
+// default keys then _id. A cursor walk's page is the same query with
+// ranges on those keys (walk.go), which the same index bounds.
 func ListNeed(res *sources.Resource, equal ...string) Need {
 	return Need{Collection: res.Collection, Equal: equal, Sort: stableSort(res.DefaultSort)}
 }

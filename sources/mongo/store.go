@@ -10,8 +10,8 @@ import (
 
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
-	"github.com/prodapi/prodapi/sources/sandbox"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	mongodriver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -200,7 +200,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	}
 	skip, limit := q.Skip(), q.MaxResults
 	find, fetch := filter, limit
-	keys := sandbox.WalkKeys(q.Sort)
+	keys := bsonorder.WalkKeys(q.Sort)
 	if q.Cursor != nil {
 		fetch++ // one more tells whether another page follows
 		if q.Cursor.After != nil {
@@ -211,8 +211,10 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 			find = conjoin(filter, after)
 		}
 	}
-	fo := options.Find().SetSkip(int64(skip)).SetLimit(int64(fetch)).SetBatchSize(int32(fetch))
-	fo.SetSort(sort)
+	fo := options.Find().SetSort(sort).SetLimit(int64(fetch)).SetBatchSize(int32(fetch))
+	if skip > 0 { // never on a walk, whose position is in the filter
+		fo.SetSkip(int64(skip))
+	}
 	label := sources.MetricName(coll)
 	docs, err := s.find(ctx, "find", label, coll, find, fo)
 	if err != nil {
@@ -221,7 +223,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 	res := &sources.Result{Docs: docs}
 	if len(docs) > limit {
 		res.Docs = docs[:limit]
-		res.Next = walkPosition(res.Docs[limit-1], keys)
+		res.Next = bsonorder.Position(res.Docs[limit-1], keys)
 	}
 	if pageProvesTotal(q, len(docs), res.Next != nil) {
 		res.Total = skip + len(res.Docs)
@@ -253,15 +255,6 @@ func conjoin(filter, after *sources.Doc) *sources.Doc {
 		return after
 	}
 	return sources.D("$and", []any{filter, after})
-}
-
-// walkPosition is a walk's position after d: its MongoDB sort keys.
-func walkPosition(d *sources.Doc, keys []sources.SortKey) *sources.Position {
-	vals := make([]any, len(keys))
-	for i, k := range keys {
-		vals[i] = sandbox.SortKey(d, k.Field, k.Desc)
-	}
-	return &sources.Position{Values: vals}
 }
 
 // Lookup returns the documents of l.Collection whose l.Field is one of

@@ -3,7 +3,7 @@
 // and Elasticsearch would for the validated query grammar. `make run` and
 // the tests use it (PRODAPI_SANDBOX=sample, or a directory); the Mongo and
 // Elasticsearch adapters' protocol-level fakes use its evaluator (Match,
-// SortDocs, Search).
+// Search).
 //
 // # Data
 //
@@ -33,7 +33,7 @@
 // the values' string forms with whole stored values (Superdesk maps the
 // linking fields as keywords), not with tokens.
 //
-// # MongoDB semantics (Match, SortDocs)
+// # MongoDB semantics (Match, and package bsonorder's sort)
 //
 // Every operator of the where grammar: $and $or $nor, equality, $eq $ne
 // $gt $gte $lt $lte $in $nin $all $exists $type $size $mod $not
@@ -165,9 +165,9 @@
 // # Cursor walks
 //
 // A list with q.Cursor pages by position. Document lists: the documents
-// that sort after the position by SortDocs's order (the sort's keys,
-// then _id), the position being the last one's keys (SortKey), as the
-// Mongo adapter's filter selects them. Search lists: as the
+// that sort after the position in MongoDB's order (bsonorder.SortDocs:
+// the sort's keys, then _id), the position being the last one's keys
+// (bsonorder.Position), as the Mongo adapter's filter selects them. Search lists: as the
 // Elasticsearch adapter asks 7.x (sources.WalkBody), ties broken by the
 // resource's Tiebreaker or _id.
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 	"github.com/prodapi/prodapi/sources/codec"
 )
 
@@ -31,7 +32,7 @@ func FuzzMatch(f *testing.F) {
 		if _, err := Match(doc, filter); err != nil && !errors.Is(err, sources.ErrInvalid) {
 			t.Errorf("Match(%s, %s): %v, want nil or ErrInvalid", docJSON, filterJSON, err)
 		}
-		SortDocs([]*sources.Doc{doc, filter, doc}, []sources.SortKey{{Field: "a"}, {Field: "b.c", Desc: true}})
+		bsonorder.SortDocs([]*sources.Doc{doc, filter, doc}, []sources.SortKey{{Field: "a"}, {Field: "b.c", Desc: true}})
 	})
 }
 

@@ -3,11 +3,11 @@ package sandbox
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 	"github.com/prodapi/prodapi/sources/grammar"
 )
 
@@ -152,7 +152,7 @@ func (r rules) compileClause(key string, v any, depth int) (docMatcher, error) {
 	}
 	return func(d *sources.Doc) bool {
 		var fv fieldValues
-		fv.resolve(d, path)
+		fv.vals, fv.missing = bsonorder.Reach(d, path)
 		return p(&fv)
 	}, nil
 }
@@ -181,9 +181,9 @@ func isOperatorDoc(d *sources.Doc) bool {
 	return len(f) > 0 && strings.HasPrefix(f[0].Key, "$")
 }
 
-// fieldValues are the values a dotted path reaches in a document, with
-// MongoDB's implicit traversal of arrays of documents. Leaf arrays are not
-// expanded here; operators expand them as MongoDB does.
+// fieldValues are the values a dotted path reaches in a document
+// (bsonorder.Reach). Leaf arrays are not expanded there; operators expand
+// them as MongoDB does.
 type fieldValues struct {
 	vals []any
 	// missing: some branch of the traversal found no value (the field is
@@ -191,48 +191,13 @@ type fieldValues struct {
 	missing bool
 }
 
-func (fv *fieldValues) resolve(v any, path []string) {
-	v = normalize(v)
-	if len(path) == 0 {
-		fv.vals = append(fv.vals, v)
-		return
-	}
-	switch x := v.(type) {
-	case *sources.Doc:
-		c, ok := x.Get(path[0])
-		if !ok {
-			fv.missing = true
-			return
-		}
-		fv.resolve(c, path[1:])
-	case []any:
-		n := len(fv.vals)
-		wasMissing := fv.missing
-		fv.missing = false
-		if i, ok := arrayIndex(path[0]); ok && i < len(x) {
-			fv.resolve(x[i], path[1:])
-		}
-		for _, e := range x {
-			if d, ok := e.(*sources.Doc); ok {
-				fv.resolve(d, path)
-			}
-		}
-		if len(fv.vals) == n && !fv.missing {
-			fv.missing = true // no element reached anything
-		}
-		fv.missing = fv.missing || wasMissing
-	default:
-		fv.missing = true
-	}
-}
+// normalize is bsonorder.Normalize: the sandbox's documents hold values
+// as MongoDB's order knows them.
+func normalize(v any) any { return bsonorder.Normalize(v) }
 
-func arrayIndex(s string) (int, bool) {
-	if s == "" || len(s) > 9 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n >= 0
-}
+// maxValueDepth bounds recursion into values, so that a pathological
+// (cyclic) document cannot exhaust the stack.
+const maxValueDepth = 200
 
 // anyExpanded reports whether f holds for a value or, for arrays, for the
 // array itself or one of its elements.
@@ -301,8 +266,8 @@ func looseEqual(v, f any, eve bool, depth int) bool {
 		}
 		return true
 	}
-	r := rank(f)
-	return r != rankUnknown && rank(v) == r && compareValues(v, f) == 0
+	r := bsonorder.TypeRank(f)
+	return r != bsonorder.RankUnknown && bsonorder.TypeRank(v) == r && bsonorder.Compare(v, f) == 0
 }
 
 func (r rules) eqPred(want any, depth int) (pred, error) {
@@ -337,7 +302,7 @@ func checkValue(v any, depth int) error {
 			}
 		}
 	default:
-		if rank(v) == rankUnknown {
+		if bsonorder.TypeRank(v) == bsonorder.RankUnknown {
 			return invalid("unsupported value of type %T", v)
 		}
 	}
@@ -470,7 +435,7 @@ func (r rules) cmpPred(op string, arg any, depth int) (pred, error) {
 		}
 		return func(*fieldValues) bool { return false }, nil
 	}
-	bracket := rank(want)
+	bracket := bsonorder.TypeRank(want)
 	test := map[string]func(int) bool{
 		"$gt":  func(c int) bool { return c > 0 },
 		"$gte": func(c int) bool { return c >= 0 },
@@ -479,7 +444,7 @@ func (r rules) cmpPred(op string, arg any, depth int) (pred, error) {
 	}[op]
 	return func(fv *fieldValues) bool {
 		return fv.anyExpanded(func(v any) bool {
-			return rank(v) == bracket && test(compareValues(v, want))
+			return bsonorder.TypeRank(v) == bracket && test(bsonorder.Compare(v, want))
 		})
 	}, nil
 }

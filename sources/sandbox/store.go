@@ -13,6 +13,7 @@ import (
 
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 	"github.com/prodapi/prodapi/sources/codec"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -310,16 +311,16 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, 
 			matched = append(matched, d)
 		}
 	}
-	SortDocs(matched, q.Sort)
+	bsonorder.SortDocs(matched, q.Sort)
 	result := &sources.Result{Total: len(matched)}
 	start := min(max(q.Skip(), 0), len(matched))
-	keys := WalkKeys(q.Sort)
+	keys := bsonorder.WalkKeys(q.Sort)
 	if q.Cursor != nil && q.Cursor.After != nil {
 		after := q.Cursor.After.Values
 		if len(after) != len(keys) {
 			return nil, fmt.Errorf("sandbox: walk of %s: a position of %d values for %d sort keys: %w", res.Name, len(after), len(keys), sources.ErrCursor)
 		}
-		start = sort.Search(len(matched), func(i int) bool { return compareToPosition(matched[i], keys, after) > 0 })
+		start = sort.Search(len(matched), func(i int) bool { return bsonorder.ComparePosition(matched[i], keys, after) > 0 })
 	}
 	end := len(matched)
 	if q.MaxResults > 0 {
@@ -330,7 +331,7 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, 
 		result.Docs = append(result.Docs, d.Clone())
 	}
 	if q.Cursor != nil && end > start && end < len(matched) {
-		result.Next = walkPosition(matched[end-1], keys)
+		result.Next = bsonorder.Position(matched[end-1], keys)
 	}
 	return result, nil
 }
@@ -394,7 +395,7 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 		}
 	}
 	if len(l.Sort) > 0 {
-		SortDocs(out, l.Sort)
+		bsonorder.SortDocs(out, l.Sort)
 	}
 	if l.Limit > 0 && len(out) > l.Limit {
 		out = out[:l.Limit]

@@ -3,10 +3,12 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,13 +28,36 @@ const settle = 50 * time.Millisecond
 // reports the documents that changed, as a change feed would. It answers
 // like a Store, from the newest successful load; a file that does not
 // parse leaves the previous documents in place (and is logged).
+//
+// Every reload that serves its result is Run's, so that its changes are
+// reported, whoever asked for it: an event of the directory, or CatchUp.
 type Live struct {
 	dir  string
 	opts Options
 	cur  atomic.Pointer[Store]
 	w    *fsnotify.Watcher
 	log  *slog.Logger
+
+	ask     chan struct{} // one pending signal: CatchUp wants a reload
+	mu      sync.Mutex
+	running bool // Run is running: it makes the reloads CatchUp asks for
+	// started is closed once Run first runs: a CatchUp made before (the
+	// change log's follower, at start) waits for it.
+	started     chan struct{}
+	startedOnce sync.Once
+	wanted      *asked // a reload asked for, not begun yet; nil: none
 }
+
+// asked is a reload CatchUp asked for: done is closed once Run has made
+// it, and reported its changes; err is the reload's.
+type asked struct {
+	done chan struct{}
+	err  error
+}
+
+// errNotWatching is CatchUp's error while Run does not run: no reload
+// could report its changes.
+var errNotWatching = errors.New("sandbox: the directory is not watched (Run is not running): no reload now")
 
 var (
 	_ sources.Store      = (*Live)(nil)
@@ -57,7 +82,7 @@ func OpenLive(dir string, opts Options, log *slog.Logger) (*Live, error) {
 		w.Close()
 		return nil, fmt.Errorf("sandbox: watching %s: %w", dir, err)
 	}
-	l := &Live{dir: dir, opts: opts, w: w, log: log}
+	l := &Live{dir: dir, opts: opts, w: w, log: log, ask: make(chan struct{}, 1), started: make(chan struct{})}
 	l.cur.Store(s)
 	return l, nil
 }
@@ -65,10 +90,22 @@ func OpenLive(dir string, opts Options, log *slog.Logger) (*Live, error) {
 // Close stops watching; Run returns.
 func (l *Live) Close() error { return l.w.Close() }
 
-// Run watches the directory until ctx ends or Close, calling apply with
-// the changes of each reload (never with none). apply runs on Run's
-// goroutine: a slow apply delays the next reload, never loses it.
-func (l *Live) Run(ctx context.Context, apply func(context.Context, []sources.Change)) error {
+// Run watches the directory until ctx ends or Close, calling report with
+// the changes of each reload (never with none). report runs on Run's
+// goroutine: a slow report delays the next reload, never loses it. Every
+// replica runs its own watcher (package cache/feed's Local feed runs it,
+// applying each report to the cache and appending it to the change log).
+// Run also makes the reloads CatchUp asks for.
+func (l *Live) Run(ctx context.Context, report func(context.Context, []sources.Change)) error {
+	l.mu.Lock()
+	if l.running {
+		l.mu.Unlock()
+		return errors.New("sandbox: Run is running already")
+	}
+	l.running = true
+	l.mu.Unlock()
+	l.startedOnce.Do(func() { close(l.started) })
+	defer l.stopped()
 	var timer *time.Timer
 	var fire <-chan time.Time
 	for {
@@ -101,17 +138,116 @@ func (l *Live) Run(ctx context.Context, apply func(context.Context, []sources.Ch
 			}
 		case <-fire:
 			timer, fire = nil, nil
-			changes, err := l.Reload()
-			if err != nil {
-				l.log.Warn("sandbox: reload failed; serving the previous documents", "dir", l.dir, "error", err)
-				continue
-			}
-			if len(changes) > 0 {
-				l.log.Info("sandbox: reloaded", "changes", len(changes))
-				apply(ctx, changes)
-			}
+			l.reload(ctx, report)
+		case <-l.ask:
+			l.reload(ctx, report)
 		}
 	}
+}
+
+// reload reloads the directory and reports its changes; the reload
+// CatchUp asked for, if any, is this one (it begins after the ask).
+func (l *Live) reload(ctx context.Context, report func(context.Context, []sources.Change)) {
+	l.mu.Lock()
+	a := l.wanted
+	l.wanted = nil
+	l.mu.Unlock()
+	changes, err := l.Reload()
+	if err != nil {
+		l.log.Warn("sandbox: reload failed; serving the previous documents", "dir", l.dir, "error", err)
+	} else if len(changes) > 0 {
+		l.log.Info("sandbox: reloaded", "changes", len(changes))
+		report(ctx, changes)
+	}
+	if a != nil {
+		a.err = err
+		close(a.done)
+	}
+}
+
+// stopped ends Run: a reload asked for and not made fails.
+func (l *Live) stopped() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running = false
+	if a := l.wanted; a != nil {
+		l.wanted = nil
+		a.err = errNotWatching
+		close(a.done)
+	}
+}
+
+// CatchUp makes this store serve at least the versions of the change
+// log's entries (sources.LogEntry, as another replica's watcher saw the
+// directory): when its current view of an entry's document does not
+// have the entry's Version (a deletion's is "deleted"; a document it
+// does not have, for another operation, has none), or for an entry of
+// no document (a flush), it has Run reload the directory once, and
+// returns when the reload is made and its changes reported, as any
+// other reload's (to the cache and the change log). Concurrent calls
+// share one reload that began after they asked. Entries of no Version
+// are taken as served. A reload that fails is CatchUp's error (the
+// caller retries), as is Run having stopped; before Run first runs (at
+// start, when the log's follower reads what was appended before this
+// replica), CatchUp waits for it, until ctx ends. A reload that succeeds but
+// still does not have a version (the document changed again since) is
+// no error: the newer version's entry follows.
+func (l *Live) CatchUp(ctx context.Context, entries []sources.LogEntry) error {
+	if !l.behind(entries) {
+		return nil
+	}
+	select {
+	case <-l.started:
+	case <-ctx.Done():
+		return fmt.Errorf("sandbox: catching up with the change log before the directory is watched: %w", ctx.Err())
+	}
+	l.mu.Lock()
+	if !l.running {
+		l.mu.Unlock()
+		return errNotWatching
+	}
+	a := l.wanted
+	if a == nil {
+		a = &asked{done: make(chan struct{})}
+		l.wanted = a
+		select {
+		case l.ask <- struct{}{}:
+		default:
+		}
+	}
+	l.mu.Unlock()
+	select {
+	case <-a.done:
+		if a.err != nil {
+			return fmt.Errorf("sandbox: catching up with the change log: %w", a.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// behind reports whether the current view lacks the version of one of
+// entries (or an entry is of no document).
+func (l *Live) behind(entries []sources.LogEntry) bool {
+	cur := l.cur.Load()
+	for _, e := range entries {
+		if e.Op == sources.OpFlush || e.ID == "" {
+			return true
+		}
+		res, ok := sources.ResourceByName(e.Resource)
+		if !ok || e.Version == "" {
+			continue
+		}
+		have := deletedVersion
+		if d, ok := cur.byID(res.Collection, e.ID); ok {
+			have = versionOf(codec.AppendJSON(nil, d))
+		}
+		if have != e.Version {
+			return true
+		}
+	}
+	return false
 }
 
 func isCollectionFile(name string) bool {
@@ -126,7 +262,8 @@ func isCollectionFile(name string) bool {
 
 // Reload reads the directory again and, when it loads, serves it from
 // now on and returns the documents that changed: inserted, updated
-// (compared by their JSON) or deleted, by collection and _id.
+// (compared by their JSON) or deleted, by collection and _id, each
+// updated or deleted one with the document it was (Change.Before).
 func (l *Live) Reload() ([]sources.Change, error) {
 	next, err := Load(os.DirFS(l.dir), l.opts)
 	if err != nil {
@@ -150,19 +287,23 @@ func diff(prev, next *Store, at time.Time) []sources.Change {
 			o, ok := old[k]
 			switch {
 			case !ok:
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: sources.VersionOf(now)})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: versionOf(now)})
 			case !bytes.Equal(codec.AppendJSON(nil, o), now):
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: sources.VersionOf(now)})
+				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: versionOf(now), Before: o})
 			}
 		}
-		for k := range old {
+		for k, o := range old {
 			if _, ok := cur[k]; !ok {
-				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion})
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion, Before: o})
 			}
 		}
 	}
 	return out
 }
+
+// versionOf is the Version of a document of this JSON: CatchUp compares
+// what diff reported with it.
+func versionOf(doc []byte) string { return sources.VersionOf(doc) }
 
 // deletedVersion is the Version of a deletion: a document deleted, then
 // written again, has changed twice.

@@ -30,6 +30,10 @@ type Redis struct {
 	*Process
 	Port int
 	ID   string // the cluster node id; "" outside a cluster
+	// Password is the server's requirepass (from the --requirepass
+	// argument), which this package's own commands authenticate with;
+	// URL leaves it out.
+	Password string
 }
 
 // Addr is the server's host:port.
@@ -71,7 +75,8 @@ func redisServer(t testing.TB, cli bool) string {
 
 // StartRedis starts a standalone redis-server on port (0: a free one)
 // with the extra arguments given, waits until it answers PING, and stops
-// it at the test's cleanup.
+// it at the test's cleanup. With "--requirepass", pw among the arguments,
+// it waits for PING with that password (Redis.Password).
 func StartRedis(t testing.TB, port int, args ...string) *Redis {
 	t.Helper()
 	r, err := startRedis(t, redisServer(t, false), port, "", args...)
@@ -123,7 +128,7 @@ func startRedisOn(t testing.TB, server string, port int, config string, args ...
 	// Registered after TempDir's, so it runs first: the directory goes
 	// once the server has.
 	t.Cleanup(func() { p.Stop(10 * time.Second) })
-	r := &Redis{Process: p, Port: port}
+	r := &Redis{Process: p, Port: port, Password: requirepass(args)}
 	err = p.WaitReady(RedisTimeout, func(ctx context.Context) error {
 		// A plain dial first: go-redis logs every refused dial.
 		var d net.Dialer
@@ -135,6 +140,16 @@ func startRedisOn(t testing.TB, server string, port int, config string, args ...
 		return r.do(ctx, "PING").Err()
 	})
 	return r, err
+}
+
+// requirepass is the value of the --requirepass argument, "" without one.
+func requirepass(args []string) string {
+	for i, a := range args {
+		if a == "--requirepass" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // RedisClient is a client of the Redis at addr (a real one or miniredis)
@@ -158,6 +173,7 @@ func redisOptions(addr string) *redis.Options {
 func (r *Redis) do(ctx context.Context, args ...any) *redis.Cmd {
 	o := redisOptions(r.Addr())
 	o.PoolSize = 1
+	o.Password = r.Password
 	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -3,6 +3,7 @@ package realserver
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -23,6 +24,24 @@ func TestRedisStandalone(t *testing.T) {
 	}
 	if _, err := r.Do(ctx, "PING"); err == nil {
 		t.Fatal("PING answered after Kill")
+	}
+}
+
+// A server started with --requirepass is waited for with its password,
+// which a client without it needs.
+func TestRedisWithPassword(t *testing.T) {
+	r := StartRedis(t, 0, "--requirepass", "s3cret")
+	if r.Password != "s3cret" {
+		t.Fatalf("Password %q", r.Password)
+	}
+	ctx := context.Background()
+	if _, err := r.Do(ctx, "PING"); err != nil {
+		t.Fatalf("PING with the password: %v", err)
+	}
+	c := RedisClient(r.Addr())
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Errorf("PING without the password: %v, want NOAUTH", err)
 	}
 }
 

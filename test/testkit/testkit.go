@@ -1,8 +1,12 @@
 // Package testkit holds what tests across the module need alike: a
-// clock moved by hand and a wait for a condition. Only tests import it.
+// clock moved by hand, a wait for a condition, a buffer to read a log
+// from while it is written, and one HTTP exchange. Only tests import it.
 package testkit
 
 import (
+	"bytes"
+	"io"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -54,4 +58,52 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// A Buffer is a log sink (or any io.Writer) a test reads while others
+// write to it; safe for concurrent use, its zero value empty.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A Response is what an HTTP request got: its status, header and body.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Do sends a request to url, its header given as name, value pairs (a
+// later pair replaces an earlier one of the same name), by the default
+// transport alone: no redirect is followed.
+func Do(t testing.TB, method, url string, header ...string) Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return Response{res.StatusCode, res.Header, string(b)}
 }

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -24,5 +25,19 @@ func TestEventuallyWaitsForTheCondition(t *testing.T) {
 	Eventually(t, "the third call", func() bool { calls++; return calls == 3 })
 	if calls != 3 {
 		t.Errorf("cond called %d times, want 3", calls)
+	}
+}
+
+func TestBuffer(t *testing.T) {
+	var b Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fmt.Fprint(&b, "one ")
+	}()
+	<-done
+	fmt.Fprint(&b, "two")
+	if got := b.String(); got != "one two" {
+		t.Errorf("String = %q, want %q", got, "one two")
 	}
 }

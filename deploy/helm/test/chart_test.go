@@ -36,22 +36,37 @@ import (
 
 const chartDir = "../prodapi"
 
-// A valid secret and the required public URL, for the renders that do not
-// test them.
-var withSecret = map[string]any{"auth": map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more"}, "publicURL": publicURL}
+// A valid secret, the required public URL and the backends' URLs, for the
+// renders that do not test them.
+var withSecret = map[string]any{
+	"auth":          map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more"},
+	"publicURL":     publicURL,
+	"mongo":         map[string]any{"uri": mongoURI},
+	"elasticsearch": map[string]any{"url": elasticURL},
+}
+
+const (
+	mongoURI   = "mongodb://mongo:27017/superdesk"
+	elasticURL = "http://elasticsearch:9200"
+)
 
 const publicURL = "https://news.example"
 
 // with returns withSecret's values with extra's on top.
 func with(extra map[string]any) map[string]any {
-	v := map[string]any{}
-	for k, x := range withSecret {
-		v[k] = x
+	return merged(withSecret, extra)
+}
+
+// merged returns a's keys with b's over them, at the top level.
+func merged(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, x := range a {
+		out[k] = x
 	}
-	for k, x := range extra {
-		v[k] = x
+	for k, x := range b {
+		out[k] = x
 	}
-	return v
+	return out
 }
 
 // strict decodes YAML or JSON into the registered Kubernetes,
@@ -71,20 +86,16 @@ var strict = func() runtime.Decoder {
 	return serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
 }()
 
+// kubeVersion is the Kubernetes version the tests render for unless they
+// name another, as make chart-test's helm template does.
+const kubeVersion = "v1.30.0"
+
 // render renders the chart at dir with values over its defaults, as `helm
-// template` does (values schema included), and returns the manifests by
-// template path.
+// template --kube-version 1.30.0` does (values schema included), and
+// returns the manifests by template path.
 func render(t *testing.T, dir string, values map[string]any) (map[string]string, error) {
 	t.Helper()
-	ch, err := loader.Load(dir)
-	if err != nil {
-		t.Fatalf("loading the chart: %v", err)
-	}
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "prodapi", Namespace: "news", IsInstall: true}, nil)
-	if err != nil {
-		return nil, err
-	}
-	out, err := engine.Render(ch, vals)
+	out, err := renderAll(t, dir, values, kubeVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +105,37 @@ func render(t *testing.T, dir string, values map[string]any) (map[string]string,
 		}
 	}
 	return out, nil
+}
+
+// renderAll renders the chart at dir for Kubernetes kube, NOTES.txt
+// included.
+func renderAll(t *testing.T, dir string, values map[string]any, kube string) (map[string]string, error) {
+	t.Helper()
+	ch, err := loader.Load(dir)
+	if err != nil {
+		t.Fatalf("loading the chart: %v", err)
+	}
+	kv, err := chartutil.ParseKubeVersion(kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = *kv
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: "prodapi", Namespace: "news", IsInstall: true}, caps)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Render(ch, vals)
+}
+
+// notes renders the chart's NOTES.txt.
+func notes(t *testing.T, values map[string]any) string {
+	t.Helper()
+	out, err := renderAll(t, chartDir, values, kubeVersion)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return out["prodapi/templates/NOTES.txt"]
 }
 
 // decode validates every manifest and returns the objects.
@@ -171,7 +213,8 @@ func TestDefaults(t *testing.T) {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
 	}
 	slices.Sort(kinds)
-	if want := []string{"Deployment", "HorizontalPodAutoscaler", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
+	// No Redis by default: one replica, no HPA (TestRedisAndReplicas).
+	if want := []string{"Deployment", "NetworkPolicy", "PodDisruptionBudget", "Secret", "Service", "Service", "ServiceAccount"}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 
@@ -181,14 +224,19 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("%d containers", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.LivenessProbe.HTTPGet.Port.String() != "http" {
-		t.Errorf("liveness probe %+v", c.LivenessProbe)
+	// The probes ask the operator listener (PRODAPI_OPS_ADDR, :5502 by
+	// default), not the API's port.
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		want := "/healthz"
+		if name == "readiness" {
+			want = "/readyz"
+		}
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port.String() != "ops" {
+			t.Errorf("%s probe %+v, want %s on port ops", name, p, want)
+		}
 	}
-	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.String() != "http" {
-		t.Errorf("readiness probe %+v", c.ReadinessProbe)
-	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 5500 {
-		t.Errorf("ports %+v", c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 5500 || c.Ports[1].Name != "ops" || c.Ports[1].ContainerPort != 5502 {
+		t.Errorf("ports %+v, want http 5500 and ops 5502", c.Ports)
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %+v", c.Resources)
@@ -210,19 +258,27 @@ func TestDefaults(t *testing.T) {
 	if got := envVar(t, c, "PRODAPI_URL").Value; got != publicURL {
 		t.Errorf("PRODAPI_URL = %q, want publicURL %q", got, publicURL)
 	}
+	if hasEnv(c, "PRODAPI_TOKEN_URL") {
+		t.Error("PRODAPI_TOKEN_URL written while auth.tokenURL is unset")
+	}
 	// 90% of the 512Mi limit.
 	if got := envVar(t, c, "GOMEMLIMIT").Value; got != "483183820" {
 		t.Errorf("GOMEMLIMIT = %q, want 483183820 (90%% of 512Mi)", got)
 	}
-	// The NetworkPolicy lets anyone reach the API's port, and nothing
-	// else; what goes out is not restricted.
+	// The NetworkPolicy lets anyone reach the API's port and the
+	// operator port, and nothing else; what goes out is not restricted.
 	np := one[*networkingv1.NetworkPolicy](t, objs)
 	if !selects(np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
-		len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 0 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
+		len(np.Spec.Ingress) != 2 {
 		t.Errorf("network policy %+v", np.Spec)
 	}
-	if d.Spec.Replicas != nil {
-		t.Errorf("replicas %d set while the HPA scales", *d.Spec.Replicas)
+	for i, port := range []string{"http", "ops"} {
+		if r := np.Spec.Ingress[i]; len(r.From) != 0 || len(r.Ports) != 1 || r.Ports[0].Port.String() != port {
+			t.Errorf("network policy rule %d %+v, want port %s from anywhere", i, r, port)
+		}
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("replicas %v without Redis, want 1", d.Spec.Replicas)
 	}
 
 	// The secret comes from the Secret the chart made.
@@ -235,14 +291,14 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("the Secret holds %q", got)
 	}
 
-	// The Service, the HPA and the PDB select and name the Deployment.
-	svc := one[*corev1.Service](t, objs)
+	// The Services and the PDB select the Deployment's pods.
+	svc := apiService(t, objs)
 	if !selects(svc.Spec.Selector, d.Spec.Template.Labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "http" {
 		t.Errorf("service %+v", svc.Spec)
 	}
-	hpa := one[*autoscalingv2.HorizontalPodAutoscaler](t, objs)
-	if hpa.Spec.ScaleTargetRef.Kind != "Deployment" || hpa.Spec.ScaleTargetRef.Name != d.Name || hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 {
-		t.Errorf("hpa %+v", hpa.Spec)
+	ops := opsService(t, objs)
+	if !selects(ops.Spec.Selector, d.Spec.Template.Labels) || ops.Spec.Type != corev1.ServiceTypeClusterIP || len(ops.Spec.Ports) != 1 || ops.Spec.Ports[0].TargetPort.String() != "ops" {
+		t.Errorf("ops service %+v", ops.Spec)
 	}
 	pdb := one[*policyv1.PodDisruptionBudget](t, objs)
 	if pdb.Spec.Selector == nil || !selects(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
@@ -251,16 +307,23 @@ func TestDefaults(t *testing.T) {
 	if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 		t.Errorf("the Deployment's selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
 	}
-	// Kubernetes waits for prodapi to drain before it kills it.
+	// Kubernetes waits for prodapi to drain before it kills it
+	// (TestGracefulRollout has the rest).
 	if grace := envVar(t, c, "PRODAPI_SHUTDOWN_GRACE").Value; pod.TerminationGracePeriodSeconds == nil || grace != "10s" || *pod.TerminationGracePeriodSeconds <= 10 {
 		t.Errorf("PRODAPI_SHUTDOWN_GRACE %s, terminationGracePeriodSeconds %v", grace, pod.TerminationGracePeriodSeconds)
+	}
+	for name, want := range map[string]string{"MONGO_URI": mongoURI, "ELASTICSEARCH_URL": elasticURL, "GOGC": "400"} {
+		if got := envVar(t, c, name).Value; got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
 	}
 	loadsInProdapi(t, c, secret)
 }
 
 func TestValuesBecomeSettings(t *testing.T) {
 	objs := renderAndDecode(t, map[string]any{
-		"auth":          map[string]any{"existingSecret": "superdesk-auth", "existingSecretKey": "secret", "audience": "prodapi"},
+		"auth": map[string]any{"existingSecret": "superdesk-auth", "existingSecretKey": "secret", "audience": "prodapi",
+			"tokenURL": "https://superdesk.example/api/auth_server/token"},
 		"publicURL":     "https://news.example",
 		"mongo":         map[string]any{"uri": "mongodb://mongo-0.mongo:27017,mongo-1.mongo:27017/superdesk?replicaSet=rs0"},
 		"elasticsearch": map[string]any{"url": "http://es:9200", "index": "sd"},
@@ -295,7 +358,7 @@ func TestValuesBecomeSettings(t *testing.T) {
 		"PRODAPI_CACHE_TTL_ITEMS": "3s", "PRODAPI_CACHE_TTL_EVENTS_HISTORY": "1m", "PRODAPI_CACHE_TTL": "30s",
 		"PRODAPI_CACHE_STALE": "5m", "PRODAPI_CACHE_TTL_ASSETS": "5m", "ELASTICSEARCH_INDEX": "sd", "PRODAPI_AUDIENCE": "prodapi",
 		"OBJSTORE_CONTAINER_NAME": "media", "PRODAPI_BACKEND_TIMEOUT": "3s", "DEBUG": "true",
-		"PRODAPI_READY_REQUIRES_BACKENDS": "true",
+		"PRODAPI_READY_REQUIRES_BACKENDS": "true", "PRODAPI_TOKEN_URL": "https://superdesk.example/api/auth_server/token",
 	} {
 		if got := envVar(t, c, name).Value; got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -314,13 +377,14 @@ func TestServiceMonitor(t *testing.T) {
 	objs := renderAndDecode(t, with(map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
 		"admin": map[string]any{"enabled": true, "secret": "an-admin-secret-of-32-bytes-at-least"}}))
 	sm := one[*monitoringv1.ServiceMonitor](t, objs)
-	svc := apiService(t, objs)
+	// /metrics is on the operator listener's Service.
+	svc := opsService(t, objs)
 	if !selects(sm.Spec.Selector.MatchLabels, svc.Labels) || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name ||
-		sm.Spec.Endpoints[0].Path != "/metrics" || sm.Labels["release"] != "kube-prometheus" {
+		sm.Spec.Endpoints[0].Port != "ops" || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Labels["release"] != "kube-prometheus" {
 		t.Errorf("service monitor %+v (service labels %v)", sm, svc.Labels)
 	}
 	// The job is "prodapi" (the alerting rules read job="prodapi"), and
-	// the admin Service is not scraped.
+	// neither the API's Service nor the admin one is scraped.
 	if sm.Spec.JobLabel != "app.kubernetes.io/name" || svc.Labels[sm.Spec.JobLabel] != "prodapi" {
 		t.Errorf("jobLabel %q: the job would be %q, want prodapi", sm.Spec.JobLabel, svc.Labels[sm.Spec.JobLabel])
 	}
@@ -331,31 +395,42 @@ func TestServiceMonitor(t *testing.T) {
 	}
 }
 
+// A refusal is values the chart must not render, and words its error
+// must hold.
+type refusal struct {
+	name   string
+	values map[string]any
+	want   string
+}
+
+// checkRefusals renders each case and wants it refused, in its words.
+func checkRefusals(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
+		if _, err := render(t, chartDir, tc.values); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q in it", tc.name, err, tc.want)
+		}
+	}
+}
+
 // The chart refuses what cannot work rather than rendering it.
 func TestRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		values map[string]any
-		want   string
-	}{
-		{"no secret", map[string]any{"publicURL": publicURL}, "set auth.existingSecret"},
-		{"no public URL", map[string]any{"auth": withSecret["auth"]}, "publicURL is required"},
+	checkRefusals(t, []refusal{
+		{"no secret", map[string]any{"publicURL": publicURL, "mongo": withSecret["mongo"], "elasticsearch": withSecret["elasticsearch"]}, "set auth.existingSecret"},
+		{"no public URL", map[string]any{"auth": withSecret["auth"], "mongo": withSecret["mongo"], "elasticsearch": withSecret["elasticsearch"]}, "publicURL is required"},
 		{"drain longer than the grace period", with(map[string]any{"shutdownGraceSeconds": 30}),
-			"terminationGracePeriodSeconds must exceed"},
+			"terminationGracePeriodSeconds (30) must exceed preStopSleepSeconds + shutdownDelaySeconds + shutdownGraceSeconds (5 + 5 + 30 = 40)"},
 		{"a misspelt value", with(map[string]any{"replicaCont": 3}), "replicaCont"},
 		{"a misspelt nested value", with(map[string]any{"redis": map[string]any{"uri": "redis://r:6379"}}), "uri"},
+		{"a token URL that is no URL", with(map[string]any{"auth": map[string]any{"sharedSecret": "a-chart-test-secret-of-32-bytes-or-more",
+			"tokenURL": "superdesk.example/api/auth_server/token"}}), "tokenURL"},
 		{"admin without a secret", with(map[string]any{"admin": map[string]any{"enabled": true}}), "set admin.existingSecret"},
 		{"an Ingress without hosts", with(map[string]any{"ingress": map[string]any{"enabled": true}}), "ingress.hosts"},
 		{"an HTTPRoute without a Gateway", with(map[string]any{"httpRoute": map[string]any{"enabled": true}}), "httpRoute.parentRefs"},
 		{"a memory limit GOMEMLIMIT cannot read", with(map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "512MB"}}}), "goMemLimitPercent"},
-	} {
-		_, err := render(t, chartDir, tc.values)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
+	})
 	// With auth off, no secret is needed, and prodapi is told.
-	objs := renderAndDecode(t, map[string]any{"auth": map[string]any{"enabled": false}, "publicURL": publicURL})
+	objs := renderAndDecode(t, with(map[string]any{"auth": map[string]any{"enabled": false}}))
 	c := one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
 	if envVar(t, c, "PRODAPI_AUTH_ENABLED").Value != "false" {
 		t.Error("auth off, PRODAPI_AUTH_ENABLED not false")
@@ -382,6 +457,7 @@ func TestStrictDecodingCatchesTypos(t *testing.T) {
 		{"httproute.yaml", "backendRefs:", "backendRef:", "backendRef"},
 		{"networkpolicy.yaml", "policyTypes:", "policyType:", "policyType"},
 		{"admin-service.yaml", "targetPort: admin", "targetport: admin", "targetport"},
+		{"ops-service.yaml", "targetPort: ops", "targetPort: ops\n      appProtocl: http", "appProtocl"},
 		{"dashboard.yaml", "data:", "dat:", "dat"},
 		{"prometheusrule.yaml", "spec:", "spec:\n  group: []", "group"},
 	} {
@@ -421,8 +497,8 @@ func TestLint(t *testing.T) {
 
 // loadsInProdapi checks the environment the chart gives the container
 // with prodapi's own loader: every variable a setting, every value valid,
-// nothing contradicting.
-func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
+// nothing contradicting. It returns the configuration loaded.
+func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) config.Config {
 	t.Helper()
 	vars := map[string]string{}
 	var names []string
@@ -435,10 +511,11 @@ func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
 			vars[e.Name] = e.Value
 		}
 	}
-	_, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
+	cfg, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
 	if err != nil {
 		t.Errorf("prodapi refuses the chart's environment:\n%v", err)
 	}
+	return cfg
 }
 
 func envVar(t *testing.T, c corev1.Container, name string) corev1.EnvVar {
@@ -490,8 +567,8 @@ func TestManifestsFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("invalid manifests: %v", err)
 	}
-	if len(find[*appsv1.Deployment](objs)) != 1 {
-		t.Errorf("%d objects, no Deployment among them", len(objs))
+	if len(find[*appsv1.Deployment](objs)) != 1 || len(find[*autoscalingv2.HorizontalPodAutoscaler](objs)) != 1 {
+		t.Errorf("%d objects, not one Deployment and one HPA among them (make chart-test gives Redis)", len(objs))
 	}
 }
 
@@ -499,6 +576,7 @@ const adminSecret = "an-admin-secret-of-32-bytes-at-least"
 
 // everything turns on every optional manifest.
 var everything = with(map[string]any{
+	"redis":          map[string]any{"existingSecret": "prodapi-redis"},
 	"serviceMonitor": map[string]any{"enabled": true},
 	"admin":          map[string]any{"enabled": true, "secret": adminSecret},
 	"ingress": map[string]any{"enabled": true, "className": "nginx", "hosts": []any{"news.example"},
@@ -513,15 +591,26 @@ var everything = with(map[string]any{
 	"grafanaDashboard": map[string]any{"enabled": true},
 })
 
-// apiService is the Service of the API (not the admin one).
+// apiService is the Service of the API (not the admin or ops one).
 func apiService(t *testing.T, objs []runtime.Object) *corev1.Service {
 	t.Helper()
+	return service(t, objs, "prodapi")
+}
+
+// opsService is the Service of the operator listener.
+func opsService(t *testing.T, objs []runtime.Object) *corev1.Service {
+	t.Helper()
+	return service(t, objs, "prodapi-ops")
+}
+
+func service(t *testing.T, objs []runtime.Object, name string) *corev1.Service {
+	t.Helper()
 	for _, s := range find[*corev1.Service](objs) {
-		if s.Name == "prodapi" {
+		if s.Name == name {
 			return s
 		}
 	}
-	t.Fatal("no Service prodapi")
+	t.Fatalf("no Service %s", name)
 	return nil
 }
 
@@ -604,11 +693,13 @@ func TestAdminListener(t *testing.T) {
 	}
 
 	np := one[*networkingv1.NetworkPolicy](t, objs)
-	var apiRule, adminRule bool
+	var apiRule, opsRule, adminRule bool
 	for _, r := range np.Spec.Ingress {
 		switch {
 		case len(r.Ports) == 1 && r.Ports[0].Port.String() == "http":
 			apiRule = len(r.From) == 0
+		case len(r.Ports) == 1 && r.Ports[0].Port.String() == "ops":
+			opsRule = len(r.From) == 0
 		case len(r.Ports) == 1 && r.Ports[0].Port.String() == "admin":
 			adminRule = len(r.From) == 1 && r.From[0].NamespaceSelector != nil &&
 				r.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "newsroom-ops"
@@ -616,17 +707,18 @@ func TestAdminListener(t *testing.T) {
 			t.Errorf("unexpected ingress rule %+v", r)
 		}
 	}
-	if !apiRule || !adminRule {
-		t.Errorf("ingress rules %+v: want the API from anywhere, the admin port from newsroom-ops only", np.Spec.Ingress)
+	if !apiRule || !opsRule || !adminRule {
+		t.Errorf("ingress rules %+v: want the API and the operator port from anywhere, the admin port from newsroom-ops only", np.Spec.Ingress)
 	}
 	loadsInProdapi(t, c, &corev1.Secret{Data: map[string][]byte{
-		"AUTH_SERVER_SHARED_SECRET": []byte("a-chart-test-secret-of-32-bytes-or-more"), "PRODAPI_ADMIN_SECRET": []byte(adminSecret)}})
+		"AUTH_SERVER_SHARED_SECRET": []byte("a-chart-test-secret-of-32-bytes-or-more"), "PRODAPI_ADMIN_SECRET": []byte(adminSecret),
+		"REDIS_URL": []byte("redis://redis-master:6379/0")}})
 
 	// With no peers named, no pod reaches the admin port.
 	objs = renderAndDecode(t, with(map[string]any{"admin": map[string]any{"enabled": true, "existingSecret": "ops", "existingSecretKey": "purge"}}))
 	np = one[*networkingv1.NetworkPolicy](t, objs)
-	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
-		t.Errorf("ingress rules %+v: want the API's port only", np.Spec.Ingress)
+	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" || np.Spec.Ingress[1].Ports[0].Port.String() != "ops" {
+		t.Errorf("ingress rules %+v: want the API's and the operator ports only", np.Spec.Ingress)
 	}
 	c = one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
 	if ref := envVar(t, c, "PRODAPI_ADMIN_SECRET").ValueFrom.SecretKeyRef; ref.Name != "ops" || ref.Key != "purge" {
@@ -751,29 +843,42 @@ func TestOpenTelemetry(t *testing.T) {
 	loadsInProdapi(t, c, one[*corev1.Secret](t, objs))
 }
 
-// The chart ships deploy/monitoring's rules and dashboard, byte for byte:
-// its files/ are copies this test keeps identical.
+// The chart ships deploy/monitoring's rules and dashboard: its rules,
+// rendered at the default values, are deploy/monitoring/prometheus/rules.yaml
+// byte for byte (under the file's leading comment), and its dashboard is a
+// copy of deploy/monitoring/grafana/prodapi.json this test keeps
+// identical. With -update, the test writes rules.yaml instead.
 func TestMonitoringShipped(t *testing.T) {
-	for dst, source := range map[string]string{
-		"files/prometheus-rules.yaml":  "../../monitoring/prometheus/rules.yaml",
-		"files/grafana-dashboard.json": "../../monitoring/grafana/prodapi.json",
-	} {
-		a, err := os.ReadFile(filepath.Join(chartDir, dst))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) {
-			src := "deploy/" + strings.TrimPrefix(source, "../../")
-			t.Errorf("deploy/helm/prodapi/%s differs from %s: cp %[2]s deploy/helm/prodapi/%[1]s", dst, src)
-		}
+	a, err := os.ReadFile(filepath.Join(chartDir, "files/grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("deploy/helm/prodapi/files/grafana-dashboard.json differs from deploy/monitoring/grafana/prodapi.json: cp deploy/monitoring/grafana/prodapi.json deploy/helm/prodapi/files/grafana-dashboard.json")
 	}
 
 	objs := renderAndDecode(t, with(map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
 		"grafanaDashboard": map[string]any{"enabled": true, "annotations": map[string]any{"grafana_folder": "News"}}}))
+	b, err = os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, body := splitComment(string(b))
+	rendered := renderedRules(t, withSecret)
+	switch {
+	case *update:
+		b = []byte(header + rendered)
+		if err := os.WriteFile(rulesFile, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	case body != rendered:
+		t.Errorf("deploy/monitoring/prometheus/rules.yaml is not the chart's rules at the default values (%s); "+
+			"edit templates/_prometheus-rules.tpl, then cd deploy/helm/test && go test -run TestMonitoringShipped -update", firstDifference(body, rendered))
+	}
 	rule := one[*monitoringv1.PrometheusRule](t, objs)
 	var file struct {
 		Groups []struct {
@@ -782,18 +887,14 @@ func TestMonitoringShipped(t *testing.T) {
 			} `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	b, err := os.ReadFile("../../monitoring/prometheus/rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := yaml.Unmarshal(b, &file); err != nil {
 		t.Fatal(err)
 	}
 	if len(rule.Spec.Groups) != len(file.Groups) || len(rule.Spec.Groups[0].Rules) != len(file.Groups[0].Rules) || rule.Labels["release"] != "kube-prometheus" {
-		t.Fatalf("PrometheusRule %+v, want the %d groups of rules.yaml", rule.Spec, len(file.Groups))
+		t.Fatalf("PrometheusRule of %d groups, the first of %d rules, labels %v: want the %d groups of rules.yaml", len(rule.Spec.Groups), len(rule.Spec.Groups[0].Rules), rule.Labels, len(file.Groups))
 	}
 	for i, r := range rule.Spec.Groups[0].Rules {
-		if r.Alert != file.Groups[0].Rules[i].Alert || r.Annotations["runbook_url"] == "" {
+		if r.Alert != file.Groups[0].Rules[i].Alert || r.Annotations["runbook_url"] != defaultRunbooks+r.Alert+".md" {
 			t.Errorf("rule %d: %q (runbook %q), want %q", i, r.Alert, r.Annotations["runbook_url"], file.Groups[0].Rules[i].Alert)
 		}
 	}
@@ -803,7 +904,7 @@ func TestMonitoringShipped(t *testing.T) {
 			dashboard = cm
 		}
 	}
-	want, err := os.ReadFile("../../monitoring/grafana/prodapi.json")
+	want, err := os.ReadFile(dashboardFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
@@ -72,6 +72,7 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/prodapi/prodapi v0.0.0
 	go.yaml.in/yaml/v3 v3.0.5
 	k8s.io/api v0.37.2

@@ -13,7 +13,9 @@
 // is paged through two documents a page by its typed list operation,
 // following _links.next; every link of every document is followed through
 // the typed detail operation of the resource it names, and on from each
-// detail; then where, projection, source and filter are sent as JSON text.
+// detail; items are walked by cursor (cursor= first, then the cursor of
+// each _links.next) to the page without a next, and /changes is read once;
+// then where, projection, source and filter are sent as JSON text.
 // Any status but 200, a page that repeats or misses a document, or a link
 // to nowhere stops it.
 package main
@@ -73,14 +75,24 @@ func reread(model, v any) error {
 
 // operations are a resource's typed list and detail operations.
 type operations struct {
-	list func(ctx context.Context, page, maxResults int32) (page, error)
+	list func(ctx context.Context, q listQuery) (page, error)
 	get  func(ctx context.Context, id string) (map[string]any, error)
+}
+
+// A listQuery is where a walk stands: a page number, or a cursor ("" for
+// the first page of a walk by cursor).
+type listQuery struct {
+	by         string // "page" or "cursor"
+	page       int32
+	cursor     string
+	maxResults int32
 }
 
 // A listRequest is a generated list request (ApiListItemsRequest, ...),
 // answered with an L (ItemList, ...).
 type listRequest[R, L any] interface {
 	Page(int32) R
+	Cursor(string) R
 	MaxResults(int32) R
 	Execute() (*L, *http.Response, error)
 }
@@ -93,8 +105,14 @@ type getRequest[D any] interface {
 // ops makes a resource's operations from its generated ones.
 func ops[L, D any, LR listRequest[LR, L], GR getRequest[D]](list func(context.Context) LR, get func(context.Context, string) GR) operations {
 	return operations{
-		list: func(ctx context.Context, p, n int32) (page, error) {
-			l, res, err := list(ctx).Page(p).MaxResults(n).Execute()
+		list: func(ctx context.Context, q listQuery) (page, error) {
+			req := list(ctx).MaxResults(q.maxResults)
+			if q.by == "cursor" {
+				req = req.Cursor(q.cursor)
+			} else {
+				req = req.Page(q.page)
+			}
+			l, res, err := req.Execute()
 			if err := check(res, err); err != nil {
 				return page{}, err
 			}
@@ -133,15 +151,16 @@ type walker struct {
 	details                map[string]bool // hrefs fetched
 }
 
-// walkList pages through a resource by _links.next.
-func (w *walker) walkList(ctx context.Context, name string) ([]map[string]any, error) {
+// walkList pages through a resource by _links.next, by page number or
+// (by "cursor") by cursor from cursor= (empty).
+func (w *walker) walkList(ctx context.Context, name, by string) ([]map[string]any, error) {
 	var docs []map[string]any
-	p, n := int32(1), int32(pageSize)
+	q := listQuery{by: by, page: 1, maxResults: pageSize}
 	for {
 		w.requests++
-		pg, err := w.ops[name].list(ctx, p, n)
+		pg, err := w.ops[name].list(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("%s page %d: %w", name, p, err)
+			return nil, fmt.Errorf("%s by %s, %+v: %w", name, by, q, err)
 		}
 		w.pages++
 		docs = append(docs, pg.Docs...)
@@ -151,37 +170,70 @@ func (w *walker) walkList(ctx context.Context, name string) ([]map[string]any, e
 				ids[d["_id"]] = true
 			}
 			if len(docs) != pg.Meta.Total || len(ids) != pg.Meta.Total {
-				return nil, fmt.Errorf("%s: %d documents (%d distinct) over the pages, _meta.total %d", name, len(docs), len(ids), pg.Meta.Total)
+				return nil, fmt.Errorf("%s by %s: %d documents (%d distinct) over the pages, _meta.total %d", name, by, len(docs), len(ids), pg.Meta.Total)
 			}
 			return docs, nil
 		}
-		if p, n, err = listParams(pg.Links.Next.Href, name); err != nil {
+		if q, err = listParams(pg.Links.Next.Href, name, by); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// listParams reads a next link ("items?max_results=2&page=3").
-func listParams(href, name string) (page, maxResults int32, err error) {
+// listParams reads a next link ("items?max_results=2&page=3",
+// "items?max_results=2&cursor=AcSP...").
+func listParams(href, name, by string) (listQuery, error) {
 	u, err := url.Parse(href)
 	if err != nil || u.Path != name {
-		return 0, 0, fmt.Errorf("%s: next link %s leaves the resource", name, href)
+		return listQuery{}, fmt.Errorf("%s: next link %s leaves the resource", name, href)
 	}
-	page, maxResults = 1, 25
-	for key, values := range u.Query() {
-		v, err := strconv.ParseInt(values[0], 10, 32)
+	q := listQuery{by: by, maxResults: 25}
+	values := u.Query()
+	if !values.Has(by) {
+		return listQuery{}, fmt.Errorf("%s: next link %s carries no %s", name, href, by)
+	}
+	for key, vs := range values {
+		if key == "cursor" && by == "cursor" {
+			q.cursor = vs[0]
+			continue
+		}
+		v, err := strconv.ParseInt(vs[0], 10, 32)
 		switch {
-		case err != nil:
-			return 0, 0, fmt.Errorf("%s: next link %s: %w", name, href, err)
-		case key == "page":
-			page = int32(v)
-		case key == "max_results":
-			maxResults = int32(v)
+		case key == "page" && by == "page" || key == "max_results":
+			if err != nil {
+				return listQuery{}, fmt.Errorf("%s: next link %s: %w", name, href, err)
+			}
+			if key == "page" {
+				q.page = int32(v)
+			} else {
+				q.maxResults = int32(v)
+			}
 		default:
-			return 0, 0, fmt.Errorf("%s: next link %s carries %s, which the walk never sent", name, href, key)
+			return listQuery{}, fmt.Errorf("%s: next link %s carries %s, which the walk by %s never sent", name, href, key, by)
 		}
 	}
-	return page, maxResults, nil
+	return q, nil
+}
+
+// readChanges reads /changes once: where the log stands, and the link to
+// what follows; it returns the number of entries.
+func (w *walker) readChanges(ctx context.Context) (int, error) {
+	w.requests++
+	changes, res, err := w.c.ChangesAPI.GetChanges(ctx).Execute()
+	if err := check(res, err); err != nil {
+		return 0, fmt.Errorf("changes: %w", err)
+	}
+	since, next := changes.Meta.Since, changes.Links.Next.Href
+	u, err := url.Parse(next)
+	if since == "" || err != nil || u.Path != "changes" || !maps.EqualFunc(u.Query(), url.Values{"since": {since}}, slices.Equal) {
+		return 0, fmt.Errorf("changes: _meta.since %q, next %s", since, next)
+	}
+	for _, e := range changes.Items {
+		if _, ok := w.ops[string(e.Resource)]; !ok {
+			return 0, fmt.Errorf("changes: an entry of %s, which the home does not list", e.Resource)
+		}
+	}
+	return len(changes.Items), nil
 }
 
 // follow fetches the document an href names, then follows its own links.
@@ -328,7 +380,7 @@ func run() error {
 	listed := map[string][]map[string]any{}
 	documents := 0
 	for _, name := range names {
-		docs, err := w.walkList(ctx, name)
+		docs, err := w.walkList(ctx, name, "page")
 		if err != nil {
 			return err
 		}
@@ -342,12 +394,34 @@ func run() error {
 			}
 		}
 	}
+	byCursor, err := w.walkList(ctx, "items", "cursor")
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(sortedIDs(byCursor), sortedIDs(listed["items"])) {
+		return errors.New("items: the walk by cursor and the walk by page found different documents")
+	}
+	changes, err := w.readChanges(ctx)
+	if err != nil {
+		return err
+	}
 	if err := w.jsonParameters(ctx, listed["desks"]); err != nil {
 		return err
 	}
-	fmt.Printf("go: %d resources, %d pages, %d documents listed, %d links followed to %d documents, %d requests: ok\n",
-		len(names), w.pages, documents, w.links, len(w.details), w.requests)
+	fmt.Printf("go: %d resources, %d pages, %d documents listed, %d links followed to %d documents, %d items by cursor, %d changes, %d requests: ok\n",
+		len(names), w.pages, documents, w.links, len(w.details), len(byCursor), changes, w.requests)
 	return nil
+}
+
+// sortedIDs are the documents' ids, sorted.
+func sortedIDs(docs []map[string]any) []string {
+	var ids []string
+	for _, d := range docs {
+		id, _ := d["_id"].(string)
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func main() {

@@ -7,7 +7,9 @@ document, every resource is paged through, two documents a page, by its
 typed list operation, following `_links.next`; then every link of every
 document (`self`, `assignment`, `plannings`, an assignment's delivered
 `content_href`, ...) is followed through the typed detail operation of
-the resource it names, and so on from each detail reached. Last, the
+the resource it names, and so on from each detail reached. Then items are
+walked by cursor (`cursor=` first, then the cursor of each `_links.next`)
+to the page without a next, and /changes is read once. Last, the
 JSON-valued parameters (where, projection, source, filter) are sent as
 the JSON text the document describes. Any status but 200, a page that
 repeats or misses a document, or a link to nowhere stops it.
@@ -20,6 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from prodapi_client import AuthenticatedClient
 from prodapi_client.api.assignments import get_assignment, list_assignments
+from prodapi_client.api.changes import get_changes
 from prodapi_client.api.contacts import get_contact, list_contacts
 from prodapi_client.api.desks import get_desk, list_desks
 from prodapi_client.api.events import get_event, list_events
@@ -66,10 +69,13 @@ class Walker:
             raise WalkError(f"{op.__name__.rsplit('.', 1)[-1]}({params}): {int(res.status_code)} {res.content[:300]!r}")
         return res.parsed
 
-    def walk_list(self, name):
-        """Pages through a resource by _links.next; returns its documents."""
+    def walk_list(self, name, by="page"):
+        """Pages through a resource by _links.next, by page number or, with
+        by="cursor", by cursor from cursor= (empty); returns its documents."""
         list_op = RESOURCES[name][0]
         params = {"max_results": PAGE}
+        if by == "cursor":
+            params["cursor"] = ""
         docs = []
         while True:
             page = self.call(list_op, **params)
@@ -78,24 +84,27 @@ class Walker:
             nxt = page.field_links.next_
             if nxt is UNSET:
                 break
-            params = self.list_params(nxt.href, name)
+            params = self.list_params(nxt.href, name, by)
         total = page.field_meta.total
         ids = [d.field_id for d in docs]
         if len(ids) != total or len(set(ids)) != total:
-            raise WalkError(f"{name}: {len(ids)} documents ({len(set(ids))} distinct) over the pages, _meta.total {total}")
+            raise WalkError(f"{name} by {by}: {len(ids)} documents ({len(set(ids))} distinct) over the pages, _meta.total {total}")
         return docs
 
     @staticmethod
-    def list_params(href, name):
-        """The typed parameters of a next link ("items?max_results=2&page=3")."""
+    def list_params(href, name, by):
+        """The typed parameters of a next link ("items?max_results=2&page=3",
+        "items?max_results=2&cursor=AcSP...")."""
         u = urlsplit(href)
         if u.path != name:
             raise WalkError(f"{name}: next link {href} leaves the resource")
         params = {}
         for key, value in parse_qsl(u.query, strict_parsing=True):
-            if key not in ("page", "max_results"):
-                raise WalkError(f"{name}: next link {href} carries {key}, which the walk never sent")
-            params[key] = int(value)
+            if key not in (by, "max_results"):
+                raise WalkError(f"{name}: next link {href} carries {key}, which the walk by {by} never sent")
+            params[key] = value if key == "cursor" else int(value)
+        if by not in params:
+            raise WalkError(f"{name}: next link {href} carries no {by}")
         return params
 
     def follow(self, href):
@@ -124,6 +133,19 @@ class Walker:
                 self.follow(link["href"])
                 if "content_href" in link:  # the content delivered for an assignment
                     self.follow(link["content_href"])
+
+
+def read_changes(w):
+    """Reads /changes once: where the log stands, and the link to what
+    follows."""
+    changes = w.call(get_changes)
+    since, nxt = changes.field_meta.since, urlsplit(changes.field_links.next_.href)
+    if not since or nxt.path != "changes" or parse_qsl(nxt.query) != [("since", since)]:
+        raise WalkError(f"changes: _meta.since {since!r}, next {changes.field_links.next_.href}")
+    for e in changes.field_items:
+        if e.resource.value not in RESOURCES:
+            raise WalkError(f"changes: an entry of {e.resource.value}, which the home does not list")
+    return changes
 
 
 def json_parameters(w, desks):
@@ -168,9 +190,14 @@ def main():
     for docs in listed.values():
         for doc in docs:
             w.follow_links(doc)
+    by_cursor = w.walk_list("items", by="cursor")
+    if sorted(d.field_id for d in by_cursor) != sorted(d.field_id for d in listed["items"]):
+        raise WalkError("items: the walk by cursor and the walk by page found different documents")
+    changes = read_changes(w)
     json_parameters(w, listed["desks"])
     print(f"python: {len(names)} resources, {w.pages} pages, {sum(map(len, listed.values()))} documents listed, "
-          f"{w.links} links followed to {len(w.details)} documents, {w.requests} requests: ok")
+          f"{w.links} links followed to {len(w.details)} documents, {len(by_cursor)} items by cursor, "
+          f"{len(changes.field_items)} changes, {w.requests} requests: ok")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@
 // The same walk as python/walk.py: from the home document, every resource is
 // paged through two documents a page by its typed list operation, following
 // _links.next; every link of every document is followed through the typed
-// detail operation of the resource it names, and on from each detail; then
-// where, projection, source and filter are sent as JSON text. Any status but
-// 200, a page that repeats or misses a document, or a link to nowhere stops it.
+// detail operation of the resource it names, and on from each detail; items
+// are walked by cursor (cursor= first, then the cursor of each _links.next) to
+// the page without a next, and /changes is read once; then where, projection,
+// source and filter are sent as JSON text. Any status but 200, a page that
+// repeats or misses a document, or a link to nowhere stops it.
 
 import createClient from "openapi-fetch";
 import type { components, paths } from "./schema.js";
@@ -54,8 +56,12 @@ interface Listed {
 }
 interface ListQuery {
   page?: number;
+  cursor?: string;
   max_results?: number;
 }
+
+// How a list is walked: by page number, or by cursor.
+type By = "page" | "cursor";
 interface Operations {
   list(query: ListQuery): Promise<Listed>;
   get(id: string): Promise<Doc>;
@@ -89,28 +95,37 @@ let pages = 0;
 let links = 0;
 const details = new Map<string, Doc>(); // by href, once fetched
 
-// listParams reads a next link ("items?max_results=2&page=3").
-function listParams(href: string, name: string): ListQuery {
+// listParams reads a next link ("items?max_results=2&page=3",
+// "items?max_results=2&cursor=AcSP...").
+function listParams(href: string, name: string, by: By): ListQuery {
   const [path, query = ""] = href.split("?", 2);
   if (path !== name) {
     throw new Error(`${name}: next link ${href} leaves the resource`);
   }
   const params: ListQuery = {};
   for (const [key, value] of new URLSearchParams(query)) {
-    if (key !== "page" && key !== "max_results") {
-      throw new Error(`${name}: next link ${href} carries ${key}, which the walk never sent`);
+    if (key === "cursor" && by === "cursor") {
+      params.cursor = value;
+    } else if ((key === "page" && by === "page") || key === "max_results") {
+      params[key] = Number(value);
+    } else {
+      throw new Error(`${name}: next link ${href} carries ${key}, which the walk by ${by} never sent`);
     }
-    params[key] = Number(value);
+  }
+  if (params[by] === undefined) {
+    throw new Error(`${name}: next link ${href} carries no ${by}`);
   }
   return params;
 }
 
-async function walkList(name: string): Promise<Doc[]> {
+// walkList pages through a resource by _links.next, by page number or by
+// cursor from cursor= (empty).
+async function walkList(name: string, by: By = "page"): Promise<Doc[]> {
   const ops = resources[name];
   if (!ops) {
     throw new Error(`no operations for ${name}`);
   }
-  let query: ListQuery = { max_results: PAGE };
+  let query: ListQuery = by === "cursor" ? { max_results: PAGE, cursor: "" } : { max_results: PAGE };
   const docs: Doc[] = [];
   for (;;) {
     const page = await ops.list(query);
@@ -120,11 +135,11 @@ async function walkList(name: string): Promise<Doc[]> {
     if (next === undefined) {
       const ids = new Set(docs.map((d) => d._id));
       if (docs.length !== page._meta.total || ids.size !== page._meta.total) {
-        throw new Error(`${name}: ${docs.length} documents (${ids.size} distinct) over the pages, _meta.total ${page._meta.total}`);
+        throw new Error(`${name} by ${by}: ${docs.length} documents (${ids.size} distinct) over the pages, _meta.total ${page._meta.total}`);
       }
       return docs;
     }
-    query = listParams(next.href, name);
+    query = listParams(next.href, name, by);
   }
 }
 
@@ -174,6 +189,26 @@ async function followLinks(doc: Doc): Promise<void> {
       }
     }
   }
+}
+
+// readChanges reads /changes once: where the log stands, and the link to
+// what follows.
+async function readChanges(): Promise<Schemas["ChangesPage"]> {
+  const changes = ok(await client.GET("/changes", {}), "changes");
+  if (typeof changes === "string") { // the text/event-stream answer, never sent without Accept
+    throw new Error("changes: an event stream, not the JSON answer");
+  }
+  const since = changes._meta.since;
+  const [path, query = ""] = changes._links.next.href.split("?", 2);
+  if (since === "" || path !== "changes" || [...new URLSearchParams(query)].join() !== ["since", since].join()) {
+    throw new Error(`changes: _meta.since ${JSON.stringify(since)}, next ${changes._links.next.href}`);
+  }
+  for (const e of changes._items) {
+    if (!(e.resource in resources)) {
+      throw new Error(`changes: an entry of ${e.resource}, which the home does not list`);
+    }
+  }
+  return changes;
 }
 
 // jsonParameters sends where, projection, source and filter as JSON text.
@@ -227,10 +262,17 @@ async function main(): Promise<void> {
       await followLinks(doc);
     }
   }
+  const byCursor = await walkList("items", "cursor");
+  const idsOf = (docs: Doc[]): string => docs.map((d) => d._id).sort().join();
+  if (idsOf(byCursor) !== idsOf(listed.get("items") ?? [])) {
+    throw new Error("items: the walk by cursor and the walk by page found different documents");
+  }
+  const changes = await readChanges();
   await jsonParameters(listed.get("desks") ?? []);
   const documents = [...listed.values()].reduce((n, docs) => n + docs.length, 0);
   console.log(`typescript: ${names.length} resources, ${pages} pages, ${documents} documents listed, ` +
-    `${links} links followed to ${details.size} documents, ${requests} requests: ok`);
+    `${links} links followed to ${details.size} documents, ${byCursor.length} items by cursor, ` +
+    `${changes._items.length} changes, ${requests} requests: ok`);
 }
 
 main().catch((err: unknown) => {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/bsonorder"
 	"github.com/prodapi/prodapi/sources/mongo/internal/bsondoc"
 	"github.com/prodapi/prodapi/sources/sandbox"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -173,7 +174,7 @@ func sortRecords(recs []record, keys []sources.SortKey) []record {
 		docs[i] = r.doc
 		byDoc[r.doc] = r
 	}
-	sandbox.SortDocs(docs, keys)
+	bsonorder.SortDocs(docs, keys)
 	out := make([]record, len(docs))
 	for i, d := range docs {
 		out[i] = byDoc[d]

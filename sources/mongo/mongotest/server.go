@@ -22,7 +22,7 @@
 //
 // Collections hold raw BSON. Filters are evaluated by converting documents
 // and the filter to *sources.Doc and calling sandbox.MatchLiteral, sorts
-// by sandbox.SortDocs. So the fake matches as the sandbox's MongoDB
+// by bsonorder.SortDocs. So the fake matches as the sandbox's MongoDB
 // semantics do, strings literally, as a server does: a 24-hex or
 // date-formatted string in a filter matches only strings (the adapter
 // writes out the ObjectId or date a client's string stands for). An

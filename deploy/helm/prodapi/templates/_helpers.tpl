@@ -54,3 +54,56 @@ prodapi.bytes: a Kubernetes memory quantity (512Mi, 1.5Gi, 500M, 1e9,
 {{- end }}
 {{- mulf (float64 $m) (index $units $suffix) | floor | int64 }}
 {{- end }}
+
+{{/* prodapi.redis: "true" when the chart knows Redis is there (redis.url, redis.existingSecret or env.REDIS_URL), else "". */}}
+{{- define "prodapi.redis" -}}
+{{- if or .Values.redis.url .Values.redis.existingSecret (dig "REDIS_URL" "" (.Values.env | default dict)) }}true{{ end }}
+{{- end }}
+
+{{/* The message of a render refused for replicas without Redis; the argument is what was asked. */}}
+{{- define "prodapi.replicasNeedRedis" -}}
+{{- printf "%s without Redis: each replica would keep its own cache and its own change log, so a /changes token one replica gave out would be refused (410, resync) by the next. Set redis.url or redis.existingSecret (a Secret holding REDIS_URL), or allowReplicasWithoutRedis: true to run them apart anyway" . }}
+{{- end }}
+
+{{/*
+prodapi.autoscaling: "true" when the HPA renders. autoscaling.enabled unset:
+on with Redis, off without; true without Redis fails unless
+allowReplicasWithoutRedis.
+*/}}
+{{- define "prodapi.autoscaling" -}}
+{{- $asked := .Values.autoscaling.enabled }}
+{{- if kindIs "invalid" $asked }}
+{{- include "prodapi.redis" . }}
+{{- else if $asked }}
+{{- if not (or (include "prodapi.redis" .) .Values.allowReplicasWithoutRedis) }}
+{{- fail (include "prodapi.replicasNeedRedis" "autoscaling.enabled: true") }}
+{{- end }}true
+{{- end }}
+{{- end }}
+
+{{/*
+prodapi.replicas: the Deployment's replicas while the HPA is off. replicaCount
+unset: 2 with Redis, 1 without; more than 1 without Redis fails unless
+allowReplicasWithoutRedis.
+*/}}
+{{- define "prodapi.replicas" -}}
+{{- $n := .Values.replicaCount }}
+{{- if kindIs "invalid" $n }}
+{{- ternary 2 1 (eq (include "prodapi.redis" .) "true") }}
+{{- else }}
+{{- if and (gt (int $n) 1) (not (or (include "prodapi.redis" .) .Values.allowReplicasWithoutRedis)) }}
+{{- fail (include "prodapi.replicasNeedRedis" (printf "replicaCount: %d" (int $n))) }}
+{{- end }}
+{{- int $n }}
+{{- end }}
+{{- end }}
+
+{{/* prodapi.preStopSleep: the preStop sleep's seconds, 0 where Kubernetes is older than 1.30 (no sleep action). */}}
+{{- define "prodapi.preStopSleep" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}{{ int .Values.preStopSleepSeconds }}{{ else }}0{{ end }}
+{{- end }}
+
+{{/* prodapi.rate: a rate value as the setting writes it; YAML's bare off (false) is off. */}}
+{{- define "prodapi.rate" -}}
+{{- if kindIs "bool" . }}off{{ else }}{{ . }}{{ end }}
+{{- end }}

@@ -1,0 +1,362 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/prodapi/prodapi/cache/redistier"
+	"github.com/prodapi/prodapi/server/metrics"
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/realserver"
+	"github.com/prodapi/prodapi/test/testkit"
+)
+
+// A countingStream counts the follower's reads that succeeded.
+type countingStream struct {
+	Stream
+	reads atomic.Int64
+}
+
+func (c *countingStream) StreamRead(ctx context.Context, after string, block time.Duration, count int) ([]redistier.StreamRecord, error) {
+	recs, err := c.Stream.StreamRead(ctx, after, block, count)
+	if err == nil {
+		c.reads.Add(1)
+	}
+	return recs, err
+}
+
+// miniLogs returns logs on one miniredis, each a replica's, closed at
+// the end of the test, and the miniredis.
+func miniLogs(t *testing.T) (*miniredis.Miniredis, func(t *testing.T, opts Options) *Log) {
+	m := miniredis.RunT(t)
+	return m, func(t *testing.T, opts Options) *Log {
+		l, _ := miniLog(t, m, opts)
+		return l
+	}
+}
+
+func miniLog(t *testing.T, m *miniredis.Miniredis, opts Options) (*Log, *countingStream) {
+	rdb := realserver.RedisClient(m.Addr())
+	t.Cleanup(func() { rdb.Close() })
+	return logOn(t, rdb, redistier.Options{Timeout: 5 * time.Second}, opts)
+}
+
+func TestMiniredisLog(t *testing.T) {
+	m, replica := miniLogs(t)
+	testLog(t, func(t *testing.T, opts Options) *Log {
+		m.FlushAll()
+		return replica(t, opts)
+	})
+}
+
+// mustFail checks that err wraps want.
+func mustFail(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: %v, want %v", what, err, want)
+	}
+}
+
+// While the follower cannot read the stream the log is unavailable, not
+// quiet: Read, Wait and WaitApplied say so, and a wait under way wakes to
+// say so. A quiet log, read after read with nothing new, is available.
+// Once Redis is back the follower reads it again.
+func TestMiniredisLogUnavailable(t *testing.T) {
+	m := miniredis.RunT(t)
+	reg := metrics.NewMetrics()
+	l, stream := miniLog(t, m, Options{Metrics: reg})
+	ctx := t.Context()
+	_, start, err := l.Read(ctx, "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Quiet: read after read, nothing new, and nothing unavailable.
+	reads := stream.reads.Load()
+	testkit.Eventually(t, "three quiet reads", func() bool { return stream.reads.Load() >= reads+3 })
+	if entries, next, err := l.Read(ctx, start, all, 10); err != nil || len(entries) != 0 || next != start {
+		t.Errorf("a quiet log: %v %q %v", entries, next, err)
+	}
+	if err := l.WaitApplied(ctx, start); err != nil {
+		t.Errorf("WaitApplied on a quiet log: %v", err)
+	}
+
+	woke := make(chan error, 1)
+	go func() { woke <- l.Wait(ctx, start) }() // ends when the follower loses Redis
+	addr := m.Addr()
+	m.Close()
+	mustFail(t, "a wait under way when Redis went", recv(t, woke), sources.ErrUnavailable)
+	_, _, err = l.Read(ctx, start, all, 10)
+	mustFail(t, "Read", err, sources.ErrUnavailable)
+	_, _, err = l.Read(ctx, "now", all, 10)
+	mustFail(t, "Read(now)", err, sources.ErrUnavailable)
+	_, _, err = l.Read(ctx, "", all, 10)
+	mustFail(t, "Read()", err, sources.ErrUnavailable)
+	mustFail(t, "Wait", l.Wait(ctx, start), sources.ErrUnavailable)
+	mustFail(t, "WaitApplied", l.WaitApplied(ctx, start), sources.ErrUnavailable)
+	if got := reg.Gauge("prodapi_changes_following", "").Value(); got != 0 {
+		t.Errorf("following %v while Redis is down", got)
+	}
+
+	// A Redis back on the same address (miniredis cannot block again
+	// after a restart: a new one, empty).
+	m2 := miniredis.NewMiniRedis()
+	if err := m2.StartAddr(addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m2.Close)
+	var now string
+	testkit.Eventually(t, "the follower reading Redis again", func() bool {
+		_, now, err = l.Read(ctx, "now", all, 10)
+		return err == nil
+	})
+	mustFail(t, "a token of the Redis that was lost", l.WaitApplied(ctx, start), sources.ErrExpired)
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+	caughtUp(t, l, now, 1)
+	if got := reg.Gauge("prodapi_changes_following", "").Value(); got != 1 {
+		t.Errorf("following %v once Redis is back", got)
+	}
+}
+
+// An applier that goes on failing makes the replica unavailable once it
+// has failed for applyGrace: it cannot hand out what comes next.
+func TestMiniredisLogApplyFailing(t *testing.T) {
+	m := miniredis.RunT(t)
+	clock := testkit.NewClock(time.Now())
+	a := newApplier()
+	reg := metrics.NewMetrics()
+	following := func() float64 { return reg.Gauge("prodapi_changes_following", "").Value() }
+	l, _ := miniLog(t, m, Options{Apply: a, Now: clock.Now, Metrics: reg})
+	ctx := t.Context()
+	_, start, err := l.Read(ctx, "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.held.Store(true)
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+	recv(t, a.entered)
+	send(t, a.release, errors.New("broken"))
+	recv(t, a.entered)
+	if _, _, err := l.Read(ctx, start, all, 10); err != nil {
+		t.Errorf("after one failure: %v; want no error yet (a reload may fail once)", err)
+	}
+	clock.Advance(applyGrace)
+	send(t, a.release, errors.New("broken"))
+	recv(t, a.entered)
+	_, _, err = l.Read(ctx, start, all, 10)
+	mustFail(t, "Read while the applier has failed for applyGrace", err, sources.ErrUnavailable)
+	if got := following(); got != 0 {
+		t.Errorf("prodapi_changes_following = %v while /changes is unavailable, want 0", got)
+	}
+	send(t, a.release, nil)
+	testkit.Eventually(t, "available once applied", func() bool {
+		entries, _, err := l.Read(ctx, start, all, 10)
+		return err == nil && len(entries) == 1
+	})
+	if got := following(); got != 1 {
+		t.Errorf("prodapi_changes_following = %v once applied again, want 1", got)
+	}
+}
+
+// rewriteStream replaces the stream's entries with keep (the meta hash
+// stays: the same epoch), atomically, as a Redis restarted on
+// persistence that lacks the newest writes would have it.
+func rewriteStream(t *testing.T, rdb redis.Cmdable, keep []redistier.StreamRecord) {
+	t.Helper()
+	args := []any{}
+	for _, r := range keep {
+		args = append(args, r.ID, len(r.Fields))
+		for _, f := range r.Fields {
+			args = append(args, f)
+		}
+	}
+	const script = `
+redis.call('DEL', KEYS[1])
+local i = 1
+while i <= #ARGV do
+  local id, n = ARGV[i], tonumber(ARGV[i + 1])
+  redis.call('XADD', KEYS[1], id, unpack(ARGV, i + 2, i + 1 + n))
+  i = i + 2 + n
+end
+return 1`
+	if err := rdb.Eval(t.Context(), script, []string{redistier.Prefix + "{changes}:stream"}, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// streamRecords reads the whole stream.
+func streamRecords(t *testing.T, rdb redis.Cmdable) []redistier.StreamRecord {
+	t.Helper()
+	msgs, err := rdb.XRange(t.Context(), redistier.Prefix+"{changes}:stream", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []redistier.StreamRecord
+	for _, m := range msgs {
+		r := redistier.StreamRecord{ID: m.ID}
+		for k, v := range m.Values {
+			r.Fields = append(r.Fields, k, v.(string))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A stream that lost entries a follower had read ends its epoch: every
+// token of the old one expires on every replica, and the followers go
+// on in the new one. Lost as a restart on old persistence has it (the
+// last id older than what was read), and with entries appended since
+// (the last id newer, but an entry read is missing).
+func TestMiniredisLogLostTail(t *testing.T) {
+	for _, appendAfter := range []bool{false, true} {
+		name := "nothing appended since"
+		if appendAfter {
+			name = "appended since"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := miniredis.RunT(t)
+			reg := metrics.NewMetrics()
+			a, _ := miniLog(t, m, Options{Metrics: reg})
+			b, _ := miniLog(t, m, Options{Metrics: reg})
+			_, start, err := b.Read(t.Context(), "now", all, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+			for _, l := range []*Log{a, b} {
+				caughtUp(t, l, start, 2)
+			}
+			read, _ := readAll(t, b, start, all)
+			rdb := realserver.RedisClient(m.Addr())
+			defer rdb.Close()
+			recs := streamRecords(t, rdb)
+			rewriteStream(t, rdb, recs[:len(recs)-1]) // d2 lost
+			if appendAfter {
+				mustAppend(t, a, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+			}
+			expires(t, map[string]*Log{"a": a, "b": b}, start, read[0].Token, read[1].Token)
+			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
+				t.Errorf("epochs ended %d, want 1 (one replica ends it, the other finds it ended)", got)
+			}
+			if got := goesOn(t, a, b, "d4"); !slices.Equal(ids(got), []string{"desks/d4 update"}) {
+				t.Errorf("the new epoch: %v", ids(got))
+			}
+		})
+	}
+}
+
+// redisAOF starts a redis-server with append-only persistence (every
+// write on disk before its reply) in dir, on port (0: a free one).
+func redisAOF(t *testing.T, dir string, port int) *realserver.Redis {
+	return realserver.StartRedis(t, port, "--dir", dir, "--appendonly", "yes", "--appendfsync", "always")
+}
+
+// Redis killed, then restarted on an append-only file that lacks the
+// newest entries: every token of the old epoch is 410 (those of entries
+// lost and those before them), the followers go on in a new epoch, and
+// while Redis is down the log is unavailable, not quiet.
+func TestRealRedisLogRestartOnOldPersistence(t *testing.T) {
+	dir := t.TempDir()
+	srv := redisAOF(t, dir, 0)
+	newReplica := streamLogs(t, srv.URL())
+	a, b := newReplica(t, Options{}), newReplica(t, Options{})
+	ctx := t.Context()
+	_, start, err := b.Read(ctx, "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+	caughtUp(t, b, start, 2)
+	// The persistence as it is now, before the tail.
+	saved := filepath.Join(t.TempDir(), "aof")
+	if out, err := exec.Command("cp", "-a", filepath.Join(dir, "appendonlydir"), saved).CombinedOutput(); err != nil {
+		t.Fatalf("copying the append-only files: %v %s", err, out)
+	}
+	mustAppend(t, a, SourceSandbox, change("desks", "d3", sources.OpUpdate), change("desks", "d4", sources.OpUpdate))
+	caughtUp(t, b, start, 4)
+	read, _ := readAll(t, b, start, all)
+
+	woke := make(chan error, 1)
+	go func() { woke <- b.Wait(ctx, read[len(read)-1].Token) }() // ends when b loses Redis
+	srv.Kill()
+	mustFail(t, "a wait under way when Redis went", recv(t, woke), sources.ErrUnavailable)
+	for name, l := range map[string]*Log{"a": a, "b": b} {
+		testkit.Eventually(t, name+" unavailable", func() bool {
+			_, _, err := l.Read(ctx, read[1].Token, all, 10)
+			return errors.Is(err, sources.ErrUnavailable)
+		})
+		mustFail(t, name+": Wait", l.Wait(ctx, read[1].Token), sources.ErrUnavailable)
+		mustFail(t, name+": WaitApplied", l.WaitApplied(ctx, read[1].Token), sources.ErrUnavailable)
+	}
+
+	if err := os.RemoveAll(filepath.Join(dir, "appendonlydir")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", saved, filepath.Join(dir, "appendonlydir")).CombinedOutput(); err != nil {
+		t.Fatalf("restoring the append-only files: %v %s", err, out)
+	}
+	redisAOF(t, dir, srv.Port)
+	expires(t, map[string]*Log{"a": a, "b": b}, start, read[0].Token, read[1].Token, read[3].Token)
+	goesOn(t, a, b, "d5")
+	if got, _ := readAll(t, b, "", all); !slices.Equal(ids(got), []string{"desks/d5 update"}) {
+		t.Errorf("the new epoch from its start: %v", ids(got))
+	}
+}
+
+// A CLIENT PAUSE WRITE (a failover's pause) holds appends, not reads:
+// the followers go on, the log stays available, and appends retried as
+// the feeds retry them all reach the log, in order, once.
+func TestRealRedisLogWritePause(t *testing.T) {
+	srv := realserver.StartRedis(t, 0)
+	// A short timeout: an append held by the pause fails soon.
+	reg := metrics.NewMetrics()
+	a, _ := logOn(t, client(t, srv.URL()), redistier.Options{Timeout: 100 * time.Millisecond}, Options{Metrics: reg})
+	b := streamLogs(t, srv.URL())(t, Options{})
+	ctx := t.Context()
+	_, start, err := b.Read(ctx, "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Do(context.Background(), "CLIENT", "UNPAUSE") })
+	appended := make(chan struct{})
+	go func() { // ends once the appends are in, as a feed retries them
+		defer close(appended)
+		for i := range 3 {
+			for a.Append(ctx, SourceSandbox, []sources.Change{change("desks", fmt.Sprint("d", i), sources.OpUpdate)}) != nil {
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}
+	}()
+	// Held, and the log still answers (quietly) on both replicas.
+	testkit.Eventually(t, "an append failed during the pause", func() bool {
+		return reg.Counter("prodapi_changes_append_errors_total", "").Value(SourceSandbox) > 0
+	})
+	for name, l := range map[string]*Log{"a": a, "b": b} {
+		if entries, _, err := l.Read(ctx, start, all, 10); err != nil || len(entries) != 0 {
+			t.Errorf("%s during the pause: %v %v", name, ids(entries), err)
+		}
+	}
+	if _, err := srv.Do(ctx, "CLIENT", "UNPAUSE"); err != nil {
+		t.Fatal(err)
+	}
+	<-appended
+	caughtUp(t, b, start, 3)
+	if got, _ := readAll(t, b, start, all); !slices.Equal(ids(got), []string{"desks/d0 update", "desks/d1 update", "desks/d2 update"}) {
+		t.Errorf("after the pause: %v", ids(got))
+	}
+}
