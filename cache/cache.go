@@ -27,14 +27,6 @@ type Loader interface {
 	Load(ctx context.Context, q *sources.Query) (*sources.Representation, error)
 }
 
-// LoaderFunc adapts a function to a Loader.
-type LoaderFunc func(ctx context.Context, q *sources.Query) (*sources.Representation, error)
-
-// Load calls f.
-func (f LoaderFunc) Load(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
-	return f(ctx, q)
-}
-
 // Options tune a Cache. The zero value is usable.
 type Options struct {
 	// TTL is the freshness of a resource's list or detail entries; nil

@@ -77,7 +77,8 @@
 //
 // The in-process tier is bounded in bytes (Options.LocalBytes, 64 MiB by
 // default) and evicts least recently used entries first (CLOCK, so a hit
-// takes only a read lock). It serves an entry for LocalTTL (2s by
+// takes no lock: a sync.Map lookup; only puts and evictions take the
+// tier's mutex). It serves an entry for LocalTTL (2s by
 // default) after taking it from Redis or a load, never past the entry's
 // freshness, so replicas converge on what Redis holds within LocalTTL.
 // After that it keeps the entry, room allowing, only as a fallback for
@@ -131,8 +132,10 @@
 // # Loads and stale serving
 //
 // A request the in-process tier cannot answer joins the flight of its key
-// (x/sync/singleflight): the first request's flight looks in both tiers
-// again, then loads; the others wait for it (outcome collapsed when it
+// (x/sync/singleflight): the first request's flight looks in the
+// in-process tier again (a flight that just ended may have filled it),
+// reads Redis unless its request already did, then loads; the others
+// wait for it (outcome collapsed when it
 // loaded). The flight runs on a context that keeps the first request's
 // values but not its cancellation, bounded by LoadTimeout; each waiter
 // still gives up when its own context ends, and the load goes on for the
@@ -312,6 +315,8 @@
 // registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
+//	prodapi_cache_hits_total{resource,tier}          hits and stale answers by the tier that held them: local, redis
+//	prodapi_partial_responses_total{resource}        incomplete responses served, marked and not stored
 //	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate, waiters
 //	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open

@@ -99,7 +99,7 @@ func (g *gzipPool) writer(w io.Writer) *gzip.Writer {
 	if zw == nil {
 		// klauspost/compress at level 5: within 1-3% of the standard
 		// library's level 5 in size, at a third of its CPU (BENCHMARKS.md,
-		// "A cheaper miss"). Its levels 1 to 4 are 12-21% larger on a
+		// "A list miss"). Its levels 1 to 4 are 12-21% larger on a
 		// 25-item list.
 		zw, _ = gzip.NewWriterLevel(w, 5)
 		return zw

@@ -5,9 +5,10 @@
 // The variables are the table of Settings, which `prodapi help` prints
 // with each one's default and `prodapi config` with each one's effective
 // value (Setting.Shown: a value refused as set, marked invalid with the
-// reason, never the default it fell back on); the README explains them. LoadFrom refuses a PRODAPI_ variable
-// that is not in the table (with a "did you mean" when one is near) and
-// settings that contradict each other. Another variable one edit from a
+// reason, never the default it fell back on); the README explains them.
+// LoadFrom refuses a PRODAPI_ variable that is not in the table (with a
+// "did you mean" when one is near) and settings that contradict each
+// other. Another variable one edit from a
 // setting's name (a swap of two letters is one edit), or the name in
 // another case, gets a "did you mean" warning (Config.Warnings), not a
 // refusal: it may be another program's. Neither check judges Kubernetes'

@@ -130,7 +130,7 @@ func TestLoadsCostTheirMissCost(t *testing.T) {
 			if how == "context" {
 				opts.Gate = l
 			}
-			c := cache.New(nil, cache.LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
+			c := cache.New(nil, LoaderFunc(func(_ context.Context, q *sources.Query) (*sources.Representation, error) {
 				loads++
 				return okRep(`{"_id":"` + q.ID + `"}`), nil
 			}), opts)

@@ -24,7 +24,7 @@ import (
 )
 
 // BenchmarkListMiss is a 25-item items list miss (BENCHMARKS.md, "A
-// cheaper miss") through the real handler (router, token, parameters), the real
+// list miss") through the real handler (router, token, parameters), the real
 // cache (in-process tier) and the real renderer and enricher, over a
 // backend that answers at once with documents already decoded: fresh
 // copies of the sample newsroom's page and of its enrichment lookups,

@@ -8,6 +8,8 @@
 // counter).
 // How a Doc is written as JSON is sources/codec's.
 //
-// It imports nothing from this module and no drivers. Adapters live below
-// it: sources/sandbox, sources/mongo, sources/elastic.
+// It imports nothing from this module and no drivers. The adapters live
+// below it (sources/sandbox, sources/mongo, sources/elastic,
+// sources/objstore), beside what two of them share (sources/codec,
+// sources/grammar, sources/bsonorder).
 package sources

@@ -132,9 +132,9 @@ func redisOptions(rawURL string) (any, error) {
 }
 
 // protocol is RESP2 unless the URL sets protocol: the cache uses no
-// RESP3 feature (push notifications, client-side caching), and on RESP3
-// go-redis checks every reply for pushes, which cost 5-8% of a Redis
-// hit's client CPU (BenchmarkLoad/redis-hits, BENCHMARKS.md).
+// RESP3 feature (push notifications, client-side caching), RESP2 is what
+// every Redis speaks, and RESP3 measured no cheaper (BenchmarkGet,
+// BENCHMARKS.md "The Redis tier": the two within noise).
 func protocol(q url.Values) int {
 	if n, err := strconv.Atoi(q.Get("protocol")); err == nil {
 		return n

@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// A sigtermResult is SIGTERM under load (reliability-security.md F12,
-// G11: no failed in-flight request, exit within 10s).
+// A sigtermResult is SIGTERM under load (no failed in-flight request,
+// exit within 10s).
 //
 // A request is accepted when prodapi has read it and run its handler:
 // its access log then has a line with the request's X-Request-Id (the

@@ -1,6 +1,6 @@
 // Package monitoring holds prodapi's monitoring as code and its tests:
 //
-//	grafana/prodapi.json       the Grafana dashboard (datasource, cluster, namespace, job and replica variables)
+//	grafana/prodapi.json       the Grafana dashboard (datasource, cluster, namespace, job and instance variables)
 //	prometheus/rules.yaml      the alerting rules; prometheus/rules_test.yaml their unit tests
 //	runbooks/<alert>.md        what each alert means, how to confirm it, what to do
 //
@@ -16,7 +16,7 @@
 // module's tool directive, at the version go.mod pins) and this package's
 // tests: every rule links an existing runbook, every alert has a unit test
 // that fires and one that does not, every expression of the dashboard parses
-// as PromQL and selects by the cluster, namespace, job and replica variables,
+// as PromQL and selects by the cluster, namespace, job and instance variables,
 // no two of its panels overlap, and every metric the dashboard and the rules
 // name is one a running prodapi exposes.
 //

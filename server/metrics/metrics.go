@@ -209,14 +209,6 @@ func (m *Metrics) Gauge(name, h string, labels ...string) *Gauge {
 	})
 }
 
-// GaugeFunc registers a gauge whose value is read from f when metrics are
-// gathered.
-func (m *Metrics) GaugeFunc(name, h string, f func() float64) {
-	lookup(m, name, func() (struct{}, prometheus.Collector) {
-		return struct{}{}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help(name, h)}, f)
-	})
-}
-
 // Histogram registers a histogram with the given bucket upper bounds (nil:
 // DurationBuckets), or returns the one registered under name.
 func (m *Metrics) Histogram(name, h string, buckets []float64, labels ...string) *Histogram {

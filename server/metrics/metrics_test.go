@@ -21,7 +21,7 @@ func TestExposition(t *testing.T) {
 	m.Counter("prodapi_http_panics_total", "Handler panics recovered.")
 	m.Gauge("prodapi_cache_redis_breaker_state", "State of the breaker.").Set(0.5)
 	m.Histogram("prodapi_http_request_duration_seconds", "Request time.", nil, "route", "outcome").Observer("/x", "hit").Observe(0.0003)
-	m.GaugeFunc("prodapi_cache_local_entries", "Entries.", func() float64 { return 7 })
+	m.Gauge("prodapi_cache_local_entries", "Entries.").Set(7)
 
 	var b strings.Builder
 	if err := m.WriteText(&b); err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestHostile runs the reliability-security.md S10-S16 and S19 classes
+// TestHostile runs the classes of hostile input
 // that reach parameter parsing. Each is refused (400, or 414 for size) or,
 // where the contract is lenient, accepted harmlessly; none panics.
 func TestHostile(t *testing.T) {

@@ -139,7 +139,7 @@ func TestWhereRefused(t *testing.T) {
 	}
 }
 
-// TestWhereHiddenFields is reliability-security.md O3 and S10: no oracle
+// TestWhereHiddenFields: no oracle
 // on an excluded field, however the filter reaches it.
 func TestWhereHiddenFields(t *testing.T) {
 	for _, tc := range []struct {

@@ -81,31 +81,39 @@ func SortDocs(docs []*sources.Doc, keys []sources.SortKey) {
 		vals []any
 	}
 	ks := make([]keyed, len(docs))
-	paths := make([][]string, len(keys))
-	for i, k := range keys {
-		paths[i] = strings.Split(k.Field, ".")
-	}
 	for i, d := range docs {
-		ks[i] = keyed{doc: d, vals: make([]any, len(keys))}
-		for j, k := range keys {
-			ks[i].vals[j] = sortKey(d, paths[j], k.Desc)
-		}
+		ks[i] = keyed{doc: d, vals: DocKeys(d, keys)}
 	}
-	slices.SortStableFunc(ks, func(a, b keyed) int {
-		for j, k := range keys {
-			c := compareSortKeys(a.vals[j], b.vals[j])
-			if k.Desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
+	slices.SortStableFunc(ks, func(a, b keyed) int { return CompareKeys(a.vals, b.vals, keys) })
 	for i := range ks {
 		docs[i] = ks[i].doc
 	}
+}
+
+// DocKeys are what d sorts by over keys (SortKey's of each), in the form
+// CompareKeys and ComparePositionKeys read: a sandbox keeps them to sort
+// and walk documents without reading them again.
+func DocKeys(d *sources.Doc, keys []sources.SortKey) []any {
+	vals := make([]any, len(keys))
+	for j, k := range keys {
+		vals[j] = sortKey(d, strings.Split(k.Field, "."), k.Desc)
+	}
+	return vals
+}
+
+// CompareKeys orders two documents by their DocKeys over keys, as
+// SortDocs orders them.
+func CompareKeys(a, b []any, keys []sources.SortKey) int {
+	for j, k := range keys {
+		c := compareSortKeys(a[j], b[j])
+		if k.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
 }
 
 // WalkKeys are the keys a document walk orders by: the sort's, then _id
@@ -195,9 +203,18 @@ func SortKey(d *sources.Doc, field string, desc bool) any {
 // Position is the position of a walk over keys (WalkKeys) just after d:
 // its sort keys.
 func Position(d *sources.Doc, keys []sources.SortKey) *sources.Position {
-	vals := make([]any, len(keys))
-	for i, k := range keys {
-		vals[i] = SortKey(d, k.Field, k.Desc)
+	return KeysPosition(DocKeys(d, keys))
+}
+
+// KeysPosition is the position of a walk just after the document of
+// these DocKeys.
+func KeysPosition(docKeys []any) *sources.Position {
+	vals := make([]any, len(docKeys))
+	for i, k := range docKeys {
+		if _, ok := k.(emptyArray); ok {
+			k = []any{}
+		}
+		vals[i] = k
 	}
 	return &sources.Position{Values: vals}
 }
@@ -206,12 +223,18 @@ func Position(d *sources.Doc, keys []sources.SortKey) *sources.Position {
 // values of Position): below zero when d comes before it, above when
 // after.
 func ComparePosition(d *sources.Doc, keys []sources.SortKey, vals []any) int {
+	return ComparePositionKeys(DocKeys(d, keys), keys, vals)
+}
+
+// ComparePositionKeys is ComparePosition for the document of these
+// DocKeys.
+func ComparePositionKeys(docKeys []any, keys []sources.SortKey, vals []any) int {
 	for i, k := range keys {
 		v := vals[i]
 		if a, ok := v.([]any); ok && len(a) == 0 {
 			v = emptyArray{}
 		}
-		c := compareSortKeys(sortKey(d, strings.Split(k.Field, "."), k.Desc), v)
+		c := compareSortKeys(docKeys[i], v)
 		if k.Desc {
 			c = -c
 		}

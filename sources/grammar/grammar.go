@@ -6,7 +6,9 @@
 // adapter's translator and the sandbox's evaluator are checked against it
 // by their tests, and the contract suite (sources/sourcestest) proves that
 // every entry has a case. A new operator or query type starts here, and
-// each of those tests fails until every layer handles it.
+// each of those tests fails until every layer handles it. It also holds
+// the one lexer of Lucene's query-string syntaxes (querystring.go), which
+// the server scans for field references and the sandbox parses.
 //
 // It imports nothing from this module, so every layer may import it
 // without changing the direction of the arrows: it sits beside sources,

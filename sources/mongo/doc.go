@@ -3,9 +3,9 @@
 // events_history), enrichment lookups and GridFS media, on the official
 // driver v2. Import it as mongosrc; the driver's own package is mongo too.
 //
-//	client, err := mongo.Connect(mongosrc.ClientOptions(cfg.MongoURI, cfg.MongoMaxPool, cfg.MongoTimeout))
+//	client, err := mongo.Connect(mongosrc.ClientOptions(cfg.MongoURI, cfg.MongoMaxPool, cfg.BackendTimeout))
 //	db := client.Database(mongosrc.DatabaseName(cfg.MongoURI))
-//	store := mongosrc.New(db, mongosrc.Options{Timeout: cfg.MongoTimeout, Queries: metrics.SourceQueries(), Logger: log})
+//	store := mongosrc.New(db, mongosrc.Options{Timeout: cfg.BackendTimeout, Queries: metrics.SourceQueries(), Logger: log})
 //
 // A *Store is a sources.Store and a sources.AssetStore; Ping is for
 // readiness.
@@ -16,8 +16,8 @@
 // the service starts with MongoDB down; the driver's monitor reconnects
 // when it comes back. ClientOptions caps server selection and connection
 // set-up at 2 s (the driver's default is 30 s), so with MongoDB down a
-// request fails with ErrUnavailable in about 2 s (reliability-security.md
-// F7) and the cache can serve stale. Read preference is primaryPreferred:
+// request fails with ErrUnavailable in about 2 s and the cache can serve
+// stale. Read preference is primaryPreferred:
 // the edge serves what Superdesk just wrote, and still reads from a
 // secondary while there is no primary. Options in the URI win.
 //

@@ -27,7 +27,7 @@ const DefaultTimeout = 5 * time.Second
 
 // selectionTimeout caps server selection and connection set-up, so that an
 // unreachable MongoDB fails a request in seconds rather than the driver's
-// 30 s (reliability-security.md F7).
+// 30 s.
 const selectionTimeout = 2 * time.Second
 
 // Options are the Store's knobs; the zero value works.

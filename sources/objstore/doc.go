@@ -61,9 +61,8 @@
 // client can follow it. Objects whose type is not image/* (SVG excepted),
 // audio/* or video/* are presigned with response-content-disposition
 // "attachment; filename=<base name>", so HTML, SVG or script uploaded to
-// the newsroom is downloaded, never rendered on the storage origin
-// (reliability-security.md S24); images, audio and video keep S3's own
-// headers and display inline. ETag values are passed on as Asset.MD5
+// the newsroom is downloaded, never rendered on the storage origin;
+// images, audio and video keep S3's own headers and display inline. ETag values are passed on as Asset.MD5
 // without their quotes, as the original did (multipart uploads have
 // ETags that are not an MD5).
 //

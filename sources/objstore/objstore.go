@@ -250,7 +250,7 @@ func isNetTimeout(err error) bool {
 // with: "" (S3's own, normally none: inline) for images, audio and video;
 // "attachment" for everything else, so HTML, SVG, scripts and unknown
 // types uploaded to the newsroom are downloaded, never rendered on the
-// storage origin (reliability-security.md S24).
+// storage origin.
 func disposition(contentType, filename string) string {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err == nil && mt != "image/svg+xml" {

@@ -99,15 +99,18 @@ type analyzer struct {
 	mu    sync.Mutex
 	plain map[string]*analyzed
 	html  map[string]*analyzed
+	bytes int // what the cached analyses hold, roughly
 }
 
 func newAnalyzer() *analyzer {
 	return &analyzer{plain: map[string]*analyzed{}, html: map[string]*analyzed{}}
 }
 
-// maxCached bounds the cache of a long-lived analyzer; beyond it strings
-// are analysed on every use.
-const maxCached = 1 << 18
+// maxCached bounds the cache of a long-lived analyzer, in bytes of the
+// strings and tokens it holds: a search of a large newsroom's text reads
+// every document's, which it would otherwise keep. Beyond it strings are
+// analysed on every use.
+const maxCached = 64 << 20
 
 func (z *analyzer) analyze(s string, stripHTML bool) *analyzed {
 	m := z.plain
@@ -130,9 +133,11 @@ func (z *analyzer) analyze(s string, stripHTML bool) *analyzed {
 	if !stripHTML {
 		a.date, a.isDate = parseStoredDate(s)
 	}
+	size := len(s) + 64*len(a.tokens) + 128 // the string, the tokens and their set, the entry
 	z.mu.Lock()
-	if len(m) < maxCached {
+	if z.bytes+size <= maxCached {
 		m[s] = a
+		z.bytes += size
 	}
 	z.mu.Unlock()
 	return a

@@ -40,7 +40,7 @@ func BenchmarkSearch(b *testing.B) {
 		// Search analyses the stored strings afresh on every call; the
 		// Store keeps its analysis.
 		b.Run("Search/"+bb.name, func(b *testing.B) {
-			docs := s.colls["archive"]
+			docs := decodeAll(b, s.colls["archive"])
 			for b.Loop() {
 				if _, err := Search(docs, body, benchNow); err != nil {
 					b.Fatal(err)
@@ -55,7 +55,7 @@ func BenchmarkMatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	users := s.colls["users"]
+	users := decodeAll(b, s.colls["users"])
 	filter := jdoc(b, `{"$or": [{"username": "pnair"}, {"is_active": true, "user_type": {"$in": ["user", "administrator"]}}],
 		"_updated": {"$gte": "2026-01-01T00:00:00+0000"}, "role": {"$exists": true}}`)
 	b.Run("one document", func(b *testing.B) {
@@ -74,4 +74,18 @@ func BenchmarkMatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// decodeAll decodes a collection's documents.
+func decodeAll(tb testing.TB, c *coll) []*sources.Doc {
+	tb.Helper()
+	docs := make([]*sources.Doc, c.size())
+	for i := range docs {
+		d, err := c.doc(i)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		docs[i] = d
+	}
+	return docs
 }

@@ -2,8 +2,8 @@
 // answers every sources.Store method, and sources.AssetStore, as MongoDB
 // and Elasticsearch would for the validated query grammar. `make run` and
 // the tests use it (PRODAPI_SANDBOX=sample, or a directory); the Mongo and
-// Elasticsearch adapters' protocol-level fakes use its evaluator (Match,
-// Search).
+// Elasticsearch adapters' protocol-level fakes use its evaluator
+// (MatchLiteral, SearchSorted).
 //
 // # Data
 //
@@ -12,12 +12,12 @@
 // as `mongoexport --jsonArray` writes them) and an assets/ folder of media
 // files. Every document needs an _id, a string or an ObjectID, unique in
 // its collection. Documents are never modified after loading; callers get
-// copies. Details and document-database lists read the documents as they
-// are. Search hits are what ES would return: ObjectIDs become their hex
-// strings (an ES _source has no ObjectIDs), _resource is removed and
-// _source filtering applies. Documents without a _resource field are
-// treated as holding the name of their collection, as Superdesk's
-// indexer stores it.
+// documents of their own. Details and document-database lists read the
+// documents as they are. Search hits are what ES would return: ObjectIDs
+// become their hex strings (an ES _source has no ObjectIDs), _resource is
+// removed and _source filtering applies. Documents without a _resource
+// field are treated as holding the name of their collection, as
+// Superdesk's indexer stores it.
 //
 // Assets are read into memory when the newsroom loads (the sandbox is for
 // small newsrooms), with their MD5. A media id finds the file of that
@@ -170,6 +170,38 @@
 // (bsonorder.Position), as the Mongo adapter's filter selects them. Search lists: as the
 // Elasticsearch adapter asks 7.x (sources.WalkBody), ties broken by the
 // resource's Tiebreaker or _id.
+//
+// # Memory and time
+//
+// A Store keeps each document as the JSON text its file holds, in large
+// blocks that on Linux are outside the Go heap (the collector neither
+// scans nor counts them), with its _id and where a few fields are in the
+// text (_updated and the fields of the resources' default sorts and walk
+// tiebreakers): some 200 bytes a document beside the text. Loading checks
+// the text as the decoder would read it, one file per processor, and
+// decodes only those values; a document is decoded when it is read, whole
+// or only the top-level fields a query, a sort or a lookup reads.
+//
+// Lists, walks and searches sorted on fields (not _score, no nested
+// filter, no aggregations) page through the collection's order for their
+// sort: its documents sorted once with their keys, on the sort's first
+// use, and kept (six a collection at most, lookup columns included). A
+// page is the documents after the position or the skip that match the
+// query, in that order; a query that reads no field (no where, an empty
+// bool, match_all) reads no document but the page's, so its pages cost the
+// same however large the collection. A query that reads fields reads them
+// of every document to count its total (exact on document lists, up to the
+// search's track_total_hits), and a query over all fields (query_string
+// without fields, multi_match on *), a _score sort and aggregations decode
+// every document: those scan. Details and lookups by _id read only their
+// documents; lookups by another field test that field of every document,
+// from a column of its values the collection keeps once it is asked for.
+//
+// A Live store's reload reads every file again: a document whose text has
+// not changed keeps its text, a collection none of whose documents
+// changed is kept whole with its orders, and the rest is new. A reload
+// costs the changed documents' text and the new collections' indexes; the
+// text of replaced documents is freed with the last document of its block.
 //
 // Match applies the Eve rule to strings, as client filters need;
 // MatchLiteral does not, as MongoDB itself matches what a driver sends

@@ -45,7 +45,7 @@ func SearchSorted(docs []*sources.Doc, body *sources.Doc, now time.Time) (*sourc
 		now = time.Now()
 	}
 	env := &searchEnv{now: now, an: newAnalyzer()}
-	return env.searchSorted(docs, body)
+	return env.searchSorted(docSlice(docs), body)
 }
 
 type searchReq struct {
@@ -131,33 +131,84 @@ type hit struct {
 	keys  []sortKey
 }
 
-func (env *searchEnv) search(docs []*sources.Doc, body *sources.Doc) (*sources.Result, error) {
-	res, _, err := env.searchSorted(docs, body)
+func (env *searchEnv) search(set docSet, body *sources.Doc) (*sources.Result, error) {
+	res, _, err := env.searchSorted(set, body)
 	return res, err
 }
 
-func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sources.Result, [][]any, error) {
+func (env *searchEnv) searchSorted(set docSet, body *sources.Doc) (*sources.Result, [][]any, error) {
 	req, err := env.compileBody(body)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &evalCtx{env: env}
-	var hits []hit
-	for i, d := range docs {
-		if d == nil {
-			continue
-		}
-		if ok, s := req.query.eval(c, d); ok {
-			hits = append(hits, hit{i: i, doc: d, score: s})
-		}
+	if len(req.aggs) == 0 && orderable(req.sort) {
+		return env.searchInOrder(set, req, sortJSON(body))
 	}
+	return env.scan(set, req)
+}
+
+// scan answers a search by evaluating every document, as sortHits and
+// the aggregations need: sorts by _score, nested filters, aggregations.
+// Each document is read for the fields the query reads, and keeps those
+// the rest of the search reads.
+func (env *searchEnv) scan(set docSet, req *searchReq) (*sources.Result, [][]any, error) {
+	var read, keep fieldSet
+	read.query(req.query)
+	keep.query(req.post)
+	keep.sorts(req.sort)
+	keep.aggs(req.aggs)
+	keep.add("_id")
+	read.all = read.all || keep.all
+	for _, n := range keep.names {
+		read.add(n)
+	}
+	keepAll := minDocCountZero(req.aggs)
+	type part struct {
+		hits []hit
+		all  []*sources.Doc // every document, for min_doc_count 0
+	}
+	parts, err := inParts(set.size(), 256, func(lo, hi int) (part, error) {
+		var pt part
+		c := &evalCtx{env: env}
+		for i := lo; i < hi; i++ {
+			d, err := read.read(set, i)
+			if err != nil {
+				return pt, err
+			}
+			if d == nil {
+				continue
+			}
+			ok, s := req.query.eval(c, d)
+			if ok || keepAll {
+				d = keep.pick(d)
+			}
+			if ok {
+				pt.hits = append(pt.hits, hit{i: i, doc: d, score: s})
+			}
+			if keepAll {
+				pt.all = append(pt.all, d)
+			}
+		}
+		return pt, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var hits []hit
+	var all []*sources.Doc
+	for _, pt := range parts {
+		hits = append(hits, pt.hits...)
+		all = append(all, pt.all...)
+	}
+	c := &evalCtx{env: env}
 	res := &sources.Result{}
 	if len(req.aggs) > 0 {
 		matched := make([]*sources.Doc, len(hits))
 		for i, h := range hits {
 			matched[i] = h.doc
 		}
-		if res.Aggregations, err = c.runAggs(req.aggs, matched, docs); err != nil {
+		var err error
+		if res.Aggregations, err = c.runAggs(req.aggs, matched, all); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -186,10 +237,25 @@ func (env *searchEnv) searchSorted(docs []*sources.Doc, body *sources.Doc) (*sou
 	res.Docs = make([]*sources.Doc, 0, end-start)
 	values := make([][]any, 0, end-start)
 	for _, h := range hits[start:end] {
-		res.Docs = append(res.Docs, req.src.apply(h.doc))
+		d, err := set.doc(h.i)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Docs = append(res.Docs, req.src.apply(d))
 		values = append(values, sortValuesOf(h.keys))
 	}
 	return res, values, nil
+}
+
+// minDocCountZero reports whether an aggregation lists the terms of
+// every document.
+func minDocCountZero(specs []*aggSpec) bool {
+	for _, a := range specs {
+		if a.minDocCount == 0 || minDocCountZero(a.sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // sortValuesOf writes a hit's sort keys as Elasticsearch's sort values.
@@ -408,9 +474,11 @@ func (env *searchEnv) sortKeyOf(v any, kw, html bool) (sortKey, bool) {
 	case sources.ObjectID:
 		return sortKey{isStr: true, str: v.Hex()}, true
 	case string:
-		if !kw {
-			if a := env.an.analyze(v, html); a.isDate {
-				return sortKey{num: float64(a.date.UnixMilli())}, true
+		// As the analyzer reads dates (analyzed.isDate), without keeping
+		// an analysis of every value sorted on: HTML is never a date.
+		if !kw && !html {
+			if t, ok := parseStoredDate(v); ok {
+				return sortKey{num: float64(t.UnixMilli())}, true
 			}
 		}
 		return sortKey{isStr: true, str: v}, true

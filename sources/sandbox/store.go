@@ -4,17 +4,18 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prodapi/prodapi/server/metrics"
 	"github.com/prodapi/prodapi/sources"
 	"github.com/prodapi/prodapi/sources/bsonorder"
-	"github.com/prodapi/prodapi/sources/codec"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -46,8 +47,7 @@ type Options struct {
 // documents never change after loading; it is safe for concurrent use.
 type Store struct {
 	opts  Options
-	colls map[string][]*sources.Doc
-	ids   map[string]map[idKey]*sources.Doc
+	colls map[string]*coll
 	// search evaluates search bodies; its analyzer caches the analysis of
 	// the stored strings for the Store's lifetime.
 	an     *analyzer
@@ -104,40 +104,39 @@ func SampleFS() fs.FS {
 // mongoexport --jsonArray writes them) and the files under assets/.
 // A missing file is an empty collection; other files are ignored.
 func Load(fsys fs.FS, opts Options) (*Store, error) {
+	return load(fsys, opts, nil)
+}
+
+// load is Load; prev, when set, is the Store the load replaces, whose
+// unchanged documents and collections it keeps (see loadCollection).
+func load(fsys fs.FS, opts Options, prev *Store) (*Store, error) {
 	s := &Store{
 		opts:  opts,
-		colls: map[string][]*sources.Doc{},
-		ids:   map[string]map[idKey]*sources.Doc{},
+		colls: map[string]*coll{},
 		an:    newAnalyzer(),
 	}
 	if opts.Tracer != nil {
 		s.tracer = opts.Tracer.Tracer("github.com/prodapi/prodapi/sources/sandbox")
 	}
+	files := make([]loaded, len(sources.Collections))
+	var wg sync.WaitGroup
+	for i, c := range sources.Collections {
+		var was *coll
+		if prev != nil {
+			was = prev.colls[c]
+		}
+		wg.Go(func() { files[i] = loadCollection(fsys, c+".json", was) })
+	}
+	wg.Wait()
 	var newest time.Time
-	for _, c := range sources.Collections {
-		docs, err := loadCollection(fsys, c+".json")
-		if err != nil {
-			return nil, err
+	for i, c := range sources.Collections {
+		if files[i].err != nil {
+			return nil, files[i].err
 		}
-		ids := make(map[idKey]*sources.Doc, len(docs))
-		for i, d := range docs {
-			id, _ := d.Get("_id")
-			k, ok := keyOf(id)
-			if !ok {
-				return nil, fmt.Errorf("sandbox: %s.json: document %d: _id must be a string or an ObjectID, not %s", c, i, describe(id))
-			}
-			if _, dup := ids[k]; dup {
-				return nil, fmt.Errorf("sandbox: %s.json: document %d: duplicate _id %s", c, i, describe(id))
-			}
-			ids[k] = d
-			if t, ok := d.Get("_updated"); ok {
-				if t, ok := t.(time.Time); ok && t.After(newest) {
-					newest = t
-				}
-			}
+		s.colls[c] = files[i].coll
+		if files[i].newest.After(newest) {
+			newest = files[i].newest
 		}
-		s.colls[c] = docs
-		s.ids[c] = ids
 	}
 	if newest.IsZero() {
 		newest = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -168,41 +167,11 @@ func keyOf(id any) (idKey, bool) {
 	return idKey{}, false
 }
 
-func loadCollection(fsys fs.FS, name string) ([]*sources.Doc, error) {
-	data, err := fs.ReadFile(fsys, name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	v, err := codec.DecodeJSON(data, codec.DecodeOptions{Extended: true})
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: %s: %w", name, err)
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("sandbox: %s: want a JSON array of documents", name)
-	}
-	docs := make([]*sources.Doc, len(list))
-	for i, e := range list {
-		d, ok := e.(*sources.Doc)
-		if !ok {
-			return nil, fmt.Errorf("sandbox: %s: element %d is not a document", name, i)
-		}
-		if !d.Has("_id") {
-			return nil, fmt.Errorf("sandbox: %s: document %d has no _id", name, i)
-		}
-		docs[i] = d
-	}
-	return docs, nil
-}
-
 // Counts reports the documents per collection, for the start-up log.
 func (s *Store) Counts() map[string]int {
 	m := make(map[string]int, len(s.colls))
-	for c, docs := range s.colls {
-		m[c] = len(docs)
+	for name, c := range s.colls {
+		m[name] = c.size()
 	}
 	return m
 }
@@ -249,17 +218,24 @@ func (s *Store) query(ctx context.Context, resource, op string) (end func(error)
 	}
 }
 
+// coll is a collection of sources.Collections; another is empty.
+func (s *Store) coll(name string) *coll {
+	if c, ok := s.colls[name]; ok {
+		return c
+	}
+	return &coll{}
+}
+
 // byID finds a document by _id; a 24-hex id matches an ObjectID and,
 // failing that, the string.
-func (s *Store) byID(collection, id string) (*sources.Doc, bool) {
-	ids := s.ids[collection]
-	if oid, ok := sources.ParseObjectID(id); ok {
-		if d, ok := ids[idKey{oid: oid, isOID: true}]; ok {
-			return d, true
-		}
+func (s *Store) byID(collection, id string) (*sources.Doc, bool, error) {
+	c := s.coll(collection)
+	i, ok := c.byID(id)
+	if !ok {
+		return nil, false, nil
 	}
-	d, ok := ids[idKey{str: id}]
-	return d, ok
+	d, err := c.doc(i)
+	return d, err == nil, err
 }
 
 // Get reads a document by id.
@@ -269,18 +245,21 @@ func (s *Store) Get(ctx context.Context, res *sources.Resource, id string) (_ *s
 		return nil, err
 	}
 	defer func() { end(err) }()
-	d, ok := s.byID(res.Collection, id)
+	d, ok, err := s.byID(res.Collection, id)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, fmt.Errorf("sandbox: %s/%s: %w", res.Name, id, sources.ErrNotFound)
 	}
-	return d.Clone(), nil
+	return d, nil
 }
 
 // Find answers a list: the search body of a search resource with ES
 // semantics, the where filter of the others with MongoDB semantics.
 func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, err error) {
 	res := q.Resource
-	docs := s.colls[res.Collection]
+	c := s.coll(res.Collection)
 	if res.Search {
 		if q.Search == nil {
 			return nil, fmt.Errorf("sandbox: search list of %s without a search body: %w", res.Name, sources.ErrInvalid)
@@ -292,46 +271,85 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, 
 		defer func() { end(err) }() // the result's error, not qerr
 		env := &searchEnv{now: s.now(), an: s.an, resource: res.Collection}
 		if q.Cursor == nil {
-			return env.search(docs, q.Search)
+			return env.search(c, q.Search)
 		}
-		return env.walk(docs, q)
+		return env.walk(c, q)
 	}
 	done, err := s.query(ctx, sources.MetricName(res.Collection), "find")
 	if err != nil {
 		return nil, err
 	}
 	defer func() { done(err) }()
+	return findDocs(c, q)
+}
+
+// findDocs answers a document list from the collection's order for its
+// sort: the matches after the skip or the cursor's position, and how
+// many there are in all.
+func findDocs(c *coll, q *sources.Query) (*sources.Result, error) {
 	m, err := eveRules.compileFilter(q.Where, 0)
 	if err != nil {
 		return nil, err
 	}
-	var matched []*sources.Doc
-	for _, d := range docs {
-		if m(d) {
-			matched = append(matched, d)
-		}
-	}
-	bsonorder.SortDocs(matched, q.Sort)
-	result := &sources.Result{Total: len(matched)}
-	start := min(max(q.Skip(), 0), len(matched))
 	keys := bsonorder.WalkKeys(q.Sort)
+	var after []any
 	if q.Cursor != nil && q.Cursor.After != nil {
-		after := q.Cursor.After.Values
-		if len(after) != len(keys) {
-			return nil, fmt.Errorf("sandbox: walk of %s: a position of %d values for %d sort keys: %w", res.Name, len(after), len(keys), sources.ErrCursor)
+		if after = q.Cursor.After.Values; len(after) != len(keys) {
+			return nil, fmt.Errorf("sandbox: walk of %s: a position of %d values for %d sort keys: %w", q.Resource.Name, len(after), len(keys), sources.ErrCursor)
 		}
-		start = sort.Search(len(matched), func(i int) bool { return bsonorder.ComparePosition(matched[i], keys, after) > 0 })
 	}
-	end := len(matched)
-	if q.MaxResults > 0 {
-		end = min(start+q.MaxResults, end)
+	o, err := documentOrder(c, keys)
+	if err != nil {
+		return nil, err
 	}
-	result.Docs = make([]*sources.Doc, 0, end-start)
-	for _, d := range matched[start:end] {
-		result.Docs = append(result.Docs, d.Clone())
+	k := len(keys)
+	start, skip := 0, max(q.Skip(), 0) // a walk skips nothing
+	if after != nil {
+		start = sort.Search(len(o.pos), func(p int) bool { return bsonorder.ComparePositionKeys(o.keys[p*k:(p+1)*k], keys, after) > 0 })
 	}
-	if q.Cursor != nil && end > start && end < len(matched) {
-		result.Next = bsonorder.Position(matched[end-1], keys)
+	var need fieldSet
+	need.filter(q.Where)
+	if need.none() && !m(sources.NewDoc()) {
+		return &sources.Result{Docs: []*sources.Doc{}}, nil // a filter that reads nothing and takes nothing
+	}
+	always := need.none() // it takes everything
+	size := q.MaxResults
+	if size <= 0 {
+		size = -1
+	}
+	// Which documents match, in parts at once.
+	parts, err := inParts(len(o.pos), 256, func(lo, hi int) ([]bool, error) {
+		out := make([]bool, hi-lo)
+		for p := lo; p < hi; p++ {
+			if always {
+				out[p-lo] = true
+				continue
+			}
+			d, err := need.read(c, int(o.pos[p]))
+			if err != nil {
+				return nil, err
+			}
+			out[p-lo] = m(d)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	pg := pager{start: start, skip: skip, size: size}
+	for p, ok := range slices.Concat(parts...) {
+		if ok {
+			pg.add(p)
+		}
+	}
+	docs, err := decodePage(c, pg.page, o.pos, func(d *sources.Doc) *sources.Doc { return d })
+	if err != nil {
+		return nil, err
+	}
+	result := &sources.Result{Total: pg.total, Docs: docs}
+	if q.Cursor != nil && len(pg.page) > 0 && pg.more {
+		last := pg.page[len(pg.page)-1]
+		result.Next = bsonorder.KeysPosition(o.keys[last*k : (last+1)*k])
 	}
 	return result, nil
 }
@@ -339,13 +357,13 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (_ *sources.Result, 
 // walk answers a page of a cursor walk of a search list as the
 // Elasticsearch adapter asks 7.x for one (sources.WalkBody): ties broken
 // by the resource's tiebreaker field, or the document id.
-func (env *searchEnv) walk(docs []*sources.Doc, q *sources.Query) (*sources.Result, error) {
+func (env *searchEnv) walk(set docSet, q *sources.Query) (*sources.Result, error) {
 	var after []any
 	if q.Cursor.After != nil {
 		after = q.Cursor.After.Values
 	}
 	size := sources.WalkSize(q.Search)
-	res, values, err := env.searchSorted(docs, sources.WalkBody(q.Search, cmp.Or(q.Resource.Tiebreaker, "_id"), after))
+	res, values, err := env.searchSorted(set, sources.WalkBody(q.Search, cmp.Or(q.Resource.Tiebreaker, "_id"), after))
 	if err != nil {
 		return nil, err
 	}
@@ -373,9 +391,9 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 		return nil, err
 	}
 	defer func() { end(err) }()
-	docs := s.colls[l.Collection]
+	c := s.coll(l.Collection)
 	if l.Search {
-		return s.searchLookup(docs, l)
+		return s.searchLookup(c, l)
 	}
 	values := make([]any, len(l.Values))
 	for i, v := range l.Values {
@@ -388,11 +406,20 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 	if err != nil {
 		return nil, err
 	}
+	head, _, _ := strings.Cut(l.Field, ".")
 	var out []*sources.Doc
-	for _, d := range docs {
-		if m(d) {
-			out = append(out, d)
+	for _, i := range c.candidates(l.Field, l.Values) {
+		d, err := c.linking(fieldSet{names: []string{head}}, i)
+		if err != nil {
+			return nil, err
 		}
+		if !m(d) {
+			continue
+		}
+		if d, err = c.doc(i); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 	}
 	if len(l.Sort) > 0 {
 		bsonorder.SortDocs(out, l.Sort)
@@ -400,15 +427,79 @@ func (s *Store) Lookup(ctx context.Context, l sources.Lookup) (_ []*sources.Doc,
 	if l.Limit > 0 && len(out) > l.Limit {
 		out = out[:l.Limit]
 	}
-	for i, d := range out {
-		out[i] = d.Clone()
-	}
 	return out, nil
 }
 
-func (s *Store) searchLookup(docs []*sources.Doc, l sources.Lookup) ([]*sources.Doc, error) {
+// linking reads what a lookup reads of document i: its _id (or another
+// indexed field) from its span, the field it links by from the column of
+// that field the collection keeps, since enrichment looks up the same
+// few fields over and over, and other fields (lookups name none) from
+// the text.
+func (c *coll) linking(need fieldSet, i int) (*sources.Doc, error) {
+	if need.all || len(need.names) != 1 || allIndexed(need.names) {
+		return need.read(c, i)
+	}
+	name := need.names[0]
+	col, err := c.orders.get("column "+name, func() (any, error) {
+		parts, err := inParts(c.size(), 4096, func(lo, hi int) ([]*sources.Doc, error) {
+			out := make([]*sources.Doc, 0, hi-lo)
+			for j := lo; j < hi; j++ {
+				d, err := need.read(c, j)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, d)
+			}
+			return out, nil
+		})
+		return slices.Concat(parts...), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return col.([]*sources.Doc)[i], nil
+}
+
+// candidates are the documents a lookup on field may match, in load
+// order: by _id, those of the values' ids, strings or ObjectIDs, in
+// either form (the lookup's matcher decides); otherwise every one.
+func (c *coll) candidates(field string, values []any) []int {
+	if field != "_id" {
+		out := make([]int, c.size())
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	var out []int
+	add := func(k idKey) {
+		if i, ok := c.ids[k]; ok && !slices.Contains(out, int(i)) {
+			out = append(out, int(i))
+		}
+	}
+	for _, v := range values {
+		var str string
+		switch v := v.(type) {
+		case sources.ObjectID:
+			str = v.Hex()
+		case string:
+			str = v
+		default:
+			continue // an _id is a string or an ObjectID
+		}
+		add(idKey{str: str})
+		if oid, ok := sources.ParseObjectID(str); ok {
+			add(idKey{oid: oid, isOID: true})
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *Store) searchLookup(c *coll, l sources.Lookup) ([]*sources.Doc, error) {
 	env := &searchEnv{now: s.now(), an: s.an, resource: l.Collection}
 	want := map[string]bool{}
+	var ids []any
 	for _, v := range l.Values {
 		str, ok := sources.IDString(normalize(v))
 		if !ok {
@@ -419,15 +510,22 @@ func (s *Store) searchLookup(docs []*sources.Doc, l sources.Lookup) ([]*sources.
 			str = tv.s
 		}
 		want[str] = true
+		ids = append(ids, str)
 	}
 	fr, err := newFieldRef(l.Field)
 	if err != nil {
 		return nil, err
 	}
-	c := &evalCtx{env: env}
+	var need fieldSet
+	need.ref(fr)
+	cx := &evalCtx{env: env}
 	var hits []hit
-	for i, d := range docs {
-		ok := c.visit(d, &fr, func(v any, _, _ bool) bool {
+	for _, i := range c.candidates(l.Field, ids) {
+		d, err := c.linking(need, i)
+		if err != nil {
+			return nil, err
+		}
+		ok := cx.visit(d, &fr, func(v any, _, _ bool) bool {
 			switch v := v.(type) {
 			case string:
 				return want[v]
@@ -439,9 +537,13 @@ func (s *Store) searchLookup(docs []*sources.Doc, l sources.Lookup) ([]*sources.
 			tv, err := newTermVal(v, env.now)
 			return err == nil && want[tv.s]
 		})
-		if ok {
-			hits = append(hits, hit{i: i, doc: d, score: 0})
+		if !ok {
+			continue
 		}
+		if d, err = c.doc(i); err != nil {
+			return nil, err
+		}
+		hits = append(hits, hit{i: i, doc: d, score: 0})
 	}
 	specs := make([]sortSpec, 0, len(l.Sort))
 	for _, k := range l.Sort {
@@ -454,7 +556,7 @@ func (s *Store) searchLookup(docs []*sources.Doc, l sources.Lookup) ([]*sources.
 	if len(specs) == 0 {
 		specs = []sortSpec{{kind: sortDoc}}
 	}
-	if err := c.sortHits(hits, specs); err != nil {
+	if err := cx.sortHits(hits, specs); err != nil {
 		return nil, err
 	}
 	if l.Limit > 0 && len(hits) > l.Limit {

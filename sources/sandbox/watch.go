@@ -240,7 +240,7 @@ func (l *Live) behind(entries []sources.LogEntry) bool {
 			continue
 		}
 		have := deletedVersion
-		if d, ok := cur.byID(res.Collection, e.ID); ok {
+		if d, ok, _ := cur.byID(res.Collection, e.ID); ok {
 			have = versionOf(codec.AppendJSON(nil, d))
 		}
 		if have != e.Version {
@@ -265,7 +265,7 @@ func isCollectionFile(name string) bool {
 // (compared by their JSON) or deleted, by collection and _id, each
 // updated or deleted one with the document it was (Change.Before).
 func (l *Live) Reload() ([]sources.Change, error) {
-	next, err := Load(os.DirFS(l.dir), l.opts)
+	next, err := load(os.DirFS(l.dir), l.opts, l.cur.Load())
 	if err != nil {
 		return nil, err
 	}
@@ -280,20 +280,29 @@ func (l *Live) Reload() ([]sources.Change, error) {
 func diff(prev, next *Store, at time.Time) []sources.Change {
 	var out []sources.Change
 	for _, c := range sources.Collections {
-		old, cur := prev.ids[c], next.ids[c]
-		for k, d := range cur {
-			id := k.String()
+		old, cur := prev.colls[c], next.colls[c]
+		if old == cur {
+			continue // kept whole: unchanged
+		}
+		for i := range cur.docs {
+			k := cur.docs[i].id
+			j, ok := old.ids[k]
+			if ok && old.docs[j].text == cur.docs[i].text {
+				continue // the same text, kept
+			}
+			d, _ := cur.doc(i)
 			now := codec.AppendJSON(nil, d)
-			o, ok := old[k]
-			switch {
-			case !ok:
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpInsert, At: at, Version: versionOf(now)})
-			case !bytes.Equal(codec.AppendJSON(nil, o), now):
-				out = append(out, sources.Change{Collection: c, ID: id, Op: sources.OpUpdate, At: at, Version: versionOf(now), Before: o})
+			if !ok {
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpInsert, At: at, Version: versionOf(now)})
+				continue
+			}
+			if o, _ := old.doc(int(j)); !bytes.Equal(codec.AppendJSON(nil, o), now) {
+				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpUpdate, At: at, Version: versionOf(now), Before: o})
 			}
 		}
-		for k, o := range old {
-			if _, ok := cur[k]; !ok {
+		for k, j := range old.ids {
+			if _, ok := cur.ids[k]; !ok {
+				o, _ := old.doc(int(j))
 				out = append(out, sources.Change{Collection: c, ID: k.String(), Op: sources.OpDelete, At: at, Version: deletedVersion, Before: o})
 			}
 		}

@@ -1,6 +1,8 @@
 // Package sourcestest is the contract suite every sources.Store must pass:
 // the sandbox, the Mongo and Elasticsearch adapters through their
-// protocol-level fakes, and the real services of compose.yaml.
+// protocol-level fakes, against the FerretDB and Elasticsearch 7.10.2
+// nodes test/realserver starts, and against the services of compose.yaml
+// (PRODAPI_INTEGRATION).
 //
 // The suite runs against the fixture in testdata/contract (Dir): one
 // <collection>.json per collection in MongoDB Extended JSON, with
