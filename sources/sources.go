@@ -140,6 +140,10 @@ type Position struct {
 	// Expires is when the backend forgets the walk's state (the point
 	// in time's keep-alive); zero when it keeps none.
 	Expires time.Time
+	// Total is the list's total as the walk's first page counted it, for
+	// a backend that counts only there and gives it again on every page
+	// after; 0 when the backend does not carry it.
+	Total int
 }
 
 // IsDetail reports whether q reads one document.

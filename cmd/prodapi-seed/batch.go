@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"log/slog"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -60,15 +61,18 @@ func (b batch) pick(indexes []int) batch {
 }
 
 // batches encodes docs with enc into batches within lim and hands them
-// to send in order. The next batch is encoded while one is sent, and at
-// most those two are held, so memory stays bounded whatever the number
-// of documents.
-func batches(ctx context.Context, docs iter.Seq[*sources.Doc], lim limits,
+// to send, from inFlight goroutines at once (1 when inFlight < 1): the
+// batches go in order, and with inFlight 1 each is sent after the one
+// before has been. The next batch is encoded while those are sent, and
+// at most inFlight+1 batches are held, so memory stays bounded whatever
+// the number of documents. The first failure stops the rest: the
+// encoding ends, no new batch is sent, and it is the result.
+func batches(ctx context.Context, docs iter.Seq[*sources.Doc], lim limits, inFlight int,
 	enc func(dst []byte, d *sources.Doc) ([]byte, error), send func(context.Context, batch) error) error {
 	g, ctx := errgroup.WithContext(ctx)
 	ready := make(chan batch)
-	// The encoder ends when docs do, on an encoding error, or when send
-	// failed (ctx is cancelled then).
+	// The encoder ends when docs do, on an encoding error, or when a
+	// send failed (ctx is cancelled then).
 	g.Go(func() error {
 		defer close(ready)
 		var b batch
@@ -108,20 +112,30 @@ func batches(ctx context.Context, docs iter.Seq[*sources.Doc], lim limits,
 		}
 		return nil
 	})
-	g.Go(func() error {
-		for b := range ready {
-			if err := send(ctx, b); err != nil {
-				return err
+	// Each sender ends when the encoder has closed ready, or on its first
+	// failure, which cancels ctx for the others (they finish the request
+	// in hand, which ctx ends, and take no other).
+	for range max(inFlight, 1) {
+		g.Go(func() error {
+			for b := range ready {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err := send(ctx, b); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	return g.Wait()
 }
 
 // A progress logs how far a stage of n documents is, at most once per
-// every (every batch when every is 0), then once at the end.
+// every (every batch when every is 0), then once at the end. Its add is
+// safe for concurrent use.
 type progress struct {
+	mu     sync.Mutex
 	logger *slog.Logger
 	msg    string
 	attrs  []any // what the stage works on, for every line
@@ -144,6 +158,8 @@ func newProgress(logger *slog.Logger, every time.Duration, now func() time.Time,
 
 // add counts n more documents done, and logs when it is time.
 func (p *progress) add(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.done += n
 	if t := p.now(); t.Sub(p.last) >= p.every && p.done < p.total {
 		p.last = t
@@ -153,6 +169,8 @@ func (p *progress) add(n int) {
 
 // end logs the stage's last line, msg, with its count, time and rate.
 func (p *progress) end(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	t := p.now()
 	p.logger.Info(msg, append(p.attrs, "documents", p.done, "duration", t.Sub(p.start).Round(time.Millisecond).String(),
 		"docs_per_s", p.rate(t))...)

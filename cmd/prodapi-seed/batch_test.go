@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +56,7 @@ func TestBatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got [][]int
-			err := batches(t.Context(), docsOfSize(tc.sizes...), tc.lim, encName, func(_ context.Context, b batch) error {
+			err := batches(t.Context(), docsOfSize(tc.sizes...), tc.lim, 1, encName, func(_ context.Context, b batch) error {
 				var sizes []int
 				for i := range b.len() {
 					item := b.item(i)
@@ -89,19 +92,79 @@ func TestBatchesFail(t *testing.T) {
 		}
 	}
 	boom := errors.New("boom")
-	sent := 0
-	err := batches(t.Context(), docs, limits{docs: 10, bytes: 1000}, encName, func(context.Context, batch) error {
-		if sent++; sent == 3 {
+	var sent atomic.Int32
+	err := batches(t.Context(), docs, limits{docs: 10, bytes: 1000}, 3, encName, func(context.Context, batch) error {
+		if sent.Add(1) == 3 {
 			return boom
 		}
 		return nil
 	})
-	if !errors.Is(err, boom) || read > 60 {
-		t.Errorf("batches = %v after reading %d documents, want boom after about 30", err, read)
+	if !errors.Is(err, boom) || read > 80 {
+		t.Errorf("batches = %v after reading %d documents, want boom after about 30 (and the batches in flight)", err, read)
 	}
-	err = batches(t.Context(), docsOfSize(1, 0, 1), limits{docs: 10, bytes: 1000}, encName, func(context.Context, batch) error { return nil })
+	err = batches(t.Context(), docsOfSize(1, 0, 1), limits{docs: 10, bytes: 1000}, 3, encName, func(context.Context, batch) error { return nil })
 	if err == nil || err.Error() != "no name" {
 		t.Errorf("an encoding error: %v", err)
+	}
+}
+
+// With inFlight n, n batches are sent at once, never more, and every
+// document goes exactly once.
+func TestBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	const inFlight = 3
+	var (
+		mu       sync.Mutex
+		now, top int
+		sent     []string
+	)
+	full := make(chan struct{}) // closed once inFlight sends overlap
+	var fill sync.Once
+	sizes := make([]int, 40)
+	for i := range sizes {
+		sizes[i] = i + 1
+	}
+	err := batches(t.Context(), docsOfSize(sizes...), limits{docs: 4, bytes: 1 << 20}, inFlight, encName,
+		func(ctx context.Context, b batch) error {
+			mu.Lock()
+			now++
+			top = max(top, now)
+			if now == inFlight {
+				fill.Do(func() { close(full) })
+			}
+			for i := range b.len() {
+				sent = append(sent, string(b.item(i)))
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				now--
+				mu.Unlock()
+			}()
+			// The first sends wait for one another: they overlap or the
+			// test fails, rather than hang, when they do not.
+			select {
+			case <-full:
+				return nil
+			case <-time.After(time.Minute):
+				return errors.New("no three sends at once")
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top != inFlight {
+		t.Errorf("at most %d sends at once, want %d", top, inFlight)
+	}
+	var want []string
+	for d := range docsOfSize(sizes...) {
+		s, _ := d.String("name")
+		want = append(want, s)
+	}
+	slices.Sort(sent)
+	slices.Sort(want)
+	if diff := cmp.Diff(sent, want); diff != "" {
+		t.Errorf("documents sent (-got +want):\n%s", diff)
 	}
 }
 

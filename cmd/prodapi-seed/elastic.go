@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,7 +47,13 @@ func searchCollections() []string {
 }
 
 func seedElastic(ctx context.Context, cfg config.Config, room *corpus, w waiter, l loader) error {
-	client, err := elasticsearch.NewClient(essrc.Config(string(cfg.ElasticURL), l.requestTimeout()))
+	ecfg := essrc.Config(string(cfg.ElasticURL), l.requestTimeout())
+	// Bulk bodies gzipped cost the seed about as much CPU again as making
+	// and encoding the documents, and the node some to inflate them: on a
+	// machine the seed shares with the node (compose, a test), that is
+	// time taken from indexing. Over a slow link, -compress.
+	ecfg.CompressRequestBody = l.compress
+	client, err := elasticsearch.NewClient(ecfg)
 	if err != nil {
 		return fmt.Errorf("seed: elastic: %w", err)
 	}
@@ -80,28 +88,26 @@ type esClient struct {
 }
 
 // load replaces index: delete, create with mapping, bulk-index the
-// collection's documents in batches, refresh, and check the count.
+// collection's documents in batches (es.l.parallel bulk requests in
+// flight), refresh, and check the count. The index is created without
+// refresh and without replicas, which the load needs neither of, and
+// given the mapping's own settings for them back once the indexing ends,
+// however it ends (an error, an interrupt), unless Elasticsearch cannot
+// be reached then.
 func (es esClient) load(ctx context.Context, index, collection string, mapping []byte, coll collection) error {
+	create, restore, err := loadSettings(mapping)
+	if err != nil {
+		return err
+	}
 	if _, err := es.do(ctx, http.MethodDelete, "/"+index, "", nil, http.StatusOK, http.StatusNotFound); err != nil {
 		return err
 	}
-	if _, err := es.do(ctx, http.MethodPut, "/"+index, "application/json", mapping, http.StatusOK); err != nil {
+	if _, err := es.do(ctx, http.MethodPut, "/"+index, "application/json", create, http.StatusOK); err != nil {
 		return err
 	}
 	p := es.l.progress("elastic: indexing", coll.n, "index", index)
-	if coll.n > 0 {
-		err := batches(ctx, coll.docs(true), es.l.lim, func(dst []byte, d *sources.Doc) ([]byte, error) {
-			return appendBulkItem(dst, index, collection, d)
-		}, func(ctx context.Context, b batch) error {
-			if err := es.bulk(ctx, b); err != nil {
-				return err
-			}
-			p.add(b.len())
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	if err := es.index(ctx, index, collection, coll, restore, p); err != nil {
+		return err
 	}
 	if _, err := es.do(ctx, http.MethodPost, "/"+index+"/_refresh", "", nil, http.StatusOK); err != nil {
 		return err
@@ -120,6 +126,83 @@ func (es esClient) load(ctx context.Context, index, collection string, mapping [
 	p.end("elastic: index loaded")
 	return nil
 }
+
+// index bulk-indexes the collection's documents into index, then PUTs
+// restore as its settings, whether the indexing succeeded or not.
+func (es esClient) index(ctx context.Context, index, collection string, coll collection, restore []byte, p *progress) (err error) {
+	defer func() {
+		// Under a context of its own: the load's may be what ended it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreTimeout)
+		defer cancel()
+		if _, rerr := es.do(rctx, http.MethodPut, "/"+index+"/_settings", "application/json", restore, http.StatusOK); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("restoring the settings the load changed: %w", rerr))
+		}
+	}()
+	if coll.n == 0 {
+		return nil
+	}
+	return batches(ctx, coll.docs(true), es.l.lim, es.l.parallel, func(dst []byte, d *sources.Doc) ([]byte, error) {
+		return appendBulkItem(dst, index, collection, d)
+	}, func(ctx context.Context, b batch) error {
+		if err := es.bulk(ctx, b); err != nil {
+			return err
+		}
+		p.add(b.len())
+		return nil
+	})
+}
+
+// restoreTimeout bounds the request that gives an index its settings
+// back after a load, which may run after an interrupt.
+const restoreTimeout = 30 * time.Second
+
+// loadOnly are the index settings a bulk load runs under, and what they
+// are for: no refresh (each would write a segment, soon merged again)
+// and no replicas (each would index every document once more).
+var loadOnly = []struct {
+	name  string
+	value any
+}{{"refresh_interval", "-1"}, {"number_of_replicas", int64(0)}}
+
+// loadSettings returns the create-index body to load under, body with
+// the settings of loadOnly in place of its own, and the body of the PUT
+// /<index>/_settings that gives them back after the load: the values
+// body gave, or null (Elasticsearch's default) for those it did not.
+// Settings may be written flat ("number_of_replicas"), under "index",
+// or dotted ("index.number_of_replicas").
+func loadSettings(body []byte) (create, restore []byte, err error) {
+	v, err := codec.DecodeJSON(body, codec.DecodeOptions{})
+	root, ok := v.(*sources.Doc)
+	if err != nil || !ok {
+		return nil, nil, fmt.Errorf("create-index body: not a JSON object: %w", cmp.Or(err, errNotObject))
+	}
+	settings, _ := root.Doc("settings")
+	if settings == nil {
+		settings = sources.NewDoc()
+	}
+	nested, _ := settings.Doc("index")
+	back := sources.NewDoc()
+	for _, s := range loadOnly {
+		var was any
+		for _, d := range []*sources.Doc{settings, nested} {
+			for _, key := range []string{s.name, "index." + s.name} {
+				if v, ok := d.Get(key); ok {
+					was = v
+					d.Delete(key)
+				}
+			}
+		}
+		back.Set(s.name, was)
+		settings.Set(s.name, s.value)
+	}
+	if nested != nil && nested.Len() == 0 {
+		settings.Delete("index")
+	}
+	root.Set("settings", settings)
+	return codec.AppendJSON(nil, root), codec.AppendJSON(nil, sources.D("index", back)), nil
+}
+
+var errNotObject = errors.New("not an object")
 
 // bulk indexes a batch. A 413 (the body is over the server's or a
 // proxy's limit) splits it in two, down to single documents, and so does

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -55,4 +60,61 @@ func TestSeedElasticReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	readsAs(t, essrc.New(client, essrc.Options{Index: "scaled", Timeout: 30 * time.Second}), sb, false)
+
+	// Loaded without refresh, and the mapping's settings back after,
+	// whether the load completes or is interrupted.
+	for _, index := range []string{"superdesk_archive", "scaled_archive"} {
+		if got := indexSettings(t, es.URL, index); got["index.refresh_interval"] != "" || got["index.number_of_replicas"] != "0" {
+			t.Errorf("%s after the load: refresh_interval %q, number_of_replicas %q; want the default and 0",
+				index, got["index.refresh_interval"], got["index.number_of_replicas"])
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var during map[string]string // the settings when the first bulk request is done
+	interrupt := writerFunc(func(p []byte) (int, error) {
+		if during != nil || !strings.Contains(string(p), `"msg":"elastic: indexing","index":"cut_archive"`) {
+			return len(p), nil
+		}
+		during = indexSettings(t, es.URL, "cut_archive")
+		cancel() // the seed is interrupted after its first bulk request
+		return len(p), nil
+	})
+	args := []string{"-targets", "elastic", "-wait", "1m", "-scale", "300", "-batch-docs", "16", "-progress", "0", "-parallel", "2"}
+	err = run(ctx, args, envOf("ELASTICSEARCH_URL", es.URL, "ELASTICSEARCH_INDEX", "cut"), interrupt)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("an interrupted seed: %v", err)
+	}
+	if during["index.refresh_interval"] != "-1" || during["index.number_of_replicas"] != "0" {
+		t.Errorf("during the load: %v, want refresh_interval -1 and number_of_replicas 0", during)
+	}
+	if got := indexSettings(t, es.URL, "cut_archive"); got["index.refresh_interval"] != "" || got["index.number_of_replicas"] != "0" {
+		t.Errorf("after an interrupted load: refresh_interval %q, number_of_replicas %q; want the default and 0",
+			got["index.refresh_interval"], got["index.number_of_replicas"])
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// indexSettings are an index's settings, flat ("index.refresh_interval").
+func indexSettings(t *testing.T, url, index string) map[string]string {
+	t.Helper()
+	res, err := http.Get(url + "/" + index + "/_settings?flat_settings=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]struct {
+		Settings map[string]any
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /%s/_settings: %d %v", index, res.StatusCode, err)
+	}
+	out := map[string]string{}
+	for k, v := range body[index].Settings {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
 }

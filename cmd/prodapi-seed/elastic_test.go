@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,12 +47,14 @@ type fakeES struct {
 	bulks    []int           // documents per bulk request answered, in order
 	sizes    []int           // and its body's size
 	tooLarge int             // bulk requests refused for their size
+	onBulk   func()          // called (without mu) as each bulk request arrives
 }
 
 type fakeIndex struct {
-	body []byte   // the create-index body
-	ids  []string // in indexing order
-	docs [][]byte // _source of ids[i]
+	body     []byte   // the create-index body
+	settings [][]byte // the bodies of PUT /<index>/_settings, in order
+	ids      []string // in indexing order
+	docs     [][]byte // _source of ids[i]
 }
 
 func newFakeES(t *testing.T) *fakeES {
@@ -71,6 +75,9 @@ func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
 		body = zr
 	}
 	b, _ := io.ReadAll(body)
+	if r.URL.Path == "/_bulk" && f.onBulk != nil {
+		f.onBulk()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
@@ -128,20 +135,17 @@ func (f *fakeES) serve(w http.ResponseWriter, r *http.Request) {
 		default:
 			f.bulk(w, b)
 		}
+	case op != "" && f.indexes[name] == nil:
+		w.WriteHeader(404)
+		w.Write(estest.IndexNotFound(name))
+	case r.Method == "PUT" && op == "_settings":
+		ix := f.indexes[name]
+		ix.settings = append(ix.settings, b)
+		reply(200, `{"acknowledged":true}`)
 	case r.Method == "POST" && op == "_refresh":
-		if _, ok := f.indexes[name]; !ok {
-			w.WriteHeader(404)
-			w.Write(estest.IndexNotFound(name))
-			return
-		}
 		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
 	case r.Method == "GET" && op == "_count":
-		ix, ok := f.indexes[name]
-		if !ok {
-			w.WriteHeader(404)
-			w.Write(estest.IndexNotFound(name))
-			return
-		}
+		ix := f.indexes[name]
 		reply(200, fmt.Sprintf(`{"count":%d,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0}}`, len(ix.ids)-f.lose))
 	default:
 		reply(405, `{"error":"unexpected request"}`)
@@ -238,8 +242,17 @@ func TestSeedElastic(t *testing.T) {
 			t.Errorf("no index %s", name)
 			continue
 		}
-		if !bytes.Equal(ix.body, mappings[c]) {
-			t.Errorf("%s was created with %s, want IndexMappings()[%q]", name, ix.body, c)
+		// Created with the mapping, but for the settings of the load,
+		// which go back to the mapping's after it.
+		create, restore, err := loadSettings(mappings[c])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ix.body, create) {
+			t.Errorf("%s was created with %s, want %s", name, ix.body, create)
+		}
+		if len(ix.settings) != 1 || !bytes.Equal(ix.settings[0], restore) {
+			t.Errorf("%s: settings put after the load %q, want %s", name, ix.settings, restore)
 		}
 		if !slices.IsSorted(ix.ids) {
 			t.Errorf("%s: documents not indexed in _id order: %v", name, ix.ids)
@@ -286,8 +299,8 @@ func TestSeedElastic(t *testing.T) {
 	f.mu.Lock()
 	requests := slices.Clone(f.requests)
 	f.mu.Unlock()
-	if diff := cmp.Diff(requests[:6], []string{"GET /_cluster/health", "DELETE /newsroom_archive", "PUT /newsroom_archive",
-		"POST /_bulk", "POST /newsroom_archive/_refresh", "GET /newsroom_archive/_count"}); diff != "" {
+	if diff := cmp.Diff(requests[:7], []string{"GET /_cluster/health", "DELETE /newsroom_archive", "PUT /newsroom_archive",
+		"POST /_bulk", "PUT /newsroom_archive/_settings", "POST /newsroom_archive/_refresh", "GET /newsroom_archive/_count"}); diff != "" {
 		t.Errorf("requests (-got +want):\n%s", diff)
 	}
 }
@@ -563,5 +576,135 @@ func TestElasticBulkGivesUp(t *testing.T) {
 	err = esFor(t, f, limits{docs: 10, bytes: 1 << 20}, &log).load(t.Context(), "x_archive", "archive", []byte(`{}`), docs)
 	if err == nil || !strings.Contains(err.Error(), "bulk: 3 documents still refused with 429 after 10 attempts") {
 		t.Errorf("a server always busy: %v", err)
+	}
+}
+
+// An index loads without refresh and without replicas, and gets the
+// mapping's settings for them back however the load ends: complete, with
+// a document refused, or interrupted.
+func TestSeedElasticRestoresSettings(t *testing.T) {
+	t.Parallel()
+	const restore = `{"index":{"refresh_interval":null,"number_of_replicas":0}}`
+	var item string // an item of the sample
+	for d := range sampleRoom(t).corpus().colls["archive"].docs(true) {
+		item = idOf(d)
+		break
+	}
+	for _, tc := range []struct {
+		name    string
+		prepare func(f *fakeES, cancel context.CancelFunc)
+		fails   bool
+	}{
+		{"complete", func(*fakeES, context.CancelFunc) {}, false},
+		{"a document refused", func(f *fakeES, _ context.CancelFunc) { f.refuse[item] = true }, true},
+		{"interrupted", func(f *fakeES, cancel context.CancelFunc) { f.onBulk = cancel }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeES(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			tc.prepare(f, cancel)
+			var log syncBuffer
+			err := run(ctx, []string{"-targets", "elastic", "-wait", "10s", "-scale", "100", "-batch-docs", "10"},
+				envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", "s"), &log)
+			if (err != nil) != tc.fails {
+				t.Fatalf("seed: %v, want failure %t\n%s", err, tc.fails, log.String())
+			}
+			ix := f.state()["s_archive"]
+			create := decodeDoc(t, ix.body)
+			settings, _ := create.Doc("settings")
+			if r, _ := settings.Get("refresh_interval"); r != "-1" {
+				t.Errorf("created with refresh_interval %v, want -1", r)
+			}
+			if r, _ := settings.Get("number_of_replicas"); r != int64(0) {
+				t.Errorf("created with number_of_replicas %v, want 0", r)
+			}
+			if len(ix.settings) != 1 || string(ix.settings[0]) != restore {
+				t.Errorf("settings put after the load %q, want %s", ix.settings, restore)
+			}
+		})
+	}
+}
+
+// The settings of the load replace the body's own, written flat, under
+// "index" or dotted; what the body did not set goes back as null.
+func TestLoadSettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, create, restore string
+	}{
+		{"none", `{"mappings":{}}`,
+			`{"mappings":{},"settings":{"refresh_interval":"-1","number_of_replicas":0}}`,
+			`{"index":{"refresh_interval":null,"number_of_replicas":null}}`},
+		{"flat", `{"settings":{"number_of_shards":1,"number_of_replicas":2,"refresh_interval":"5s"}}`,
+			`{"settings":{"number_of_shards":1,"refresh_interval":"-1","number_of_replicas":0}}`,
+			`{"index":{"refresh_interval":"5s","number_of_replicas":2}}`},
+		{"under index", `{"settings":{"index":{"number_of_replicas":"1","codec":"best_compression"}}}`,
+			`{"settings":{"index":{"codec":"best_compression"},"refresh_interval":"-1","number_of_replicas":0}}`,
+			`{"index":{"refresh_interval":null,"number_of_replicas":"1"}}`},
+		{"dotted", `{"settings":{"index.refresh_interval":"30s"}}`,
+			`{"settings":{"refresh_interval":"-1","number_of_replicas":0}}`,
+			`{"index":{"refresh_interval":"30s","number_of_replicas":null}}`},
+		{"only index", `{"settings":{"index":{"refresh_interval":"2s"}}}`,
+			`{"settings":{"refresh_interval":"-1","number_of_replicas":0}}`,
+			`{"index":{"refresh_interval":"2s","number_of_replicas":null}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			create, restore, err := loadSettings([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(create) != tc.create || string(restore) != tc.restore {
+				t.Errorf("loadSettings(%s) =\n%s\n%s\nwant\n%s\n%s", tc.body, create, restore, tc.create, tc.restore)
+			}
+		})
+	}
+	if _, _, err := loadSettings([]byte(`[]`)); err == nil {
+		t.Error("a body that is no object was taken")
+	}
+}
+
+// -parallel N keeps N bulk requests in flight at once, never more.
+func TestSeedElasticParallel(t *testing.T) {
+	t.Parallel()
+	const parallel = 3
+	f := newFakeES(t)
+	var (
+		mu       sync.Mutex
+		now, top int
+		fill     sync.Once
+	)
+	full := make(chan struct{}) // closed once parallel bulks are in flight
+	f.onBulk = func() {
+		mu.Lock()
+		now++
+		top = max(top, now)
+		if now == parallel {
+			fill.Do(func() { close(full) })
+		}
+		mu.Unlock()
+		// The first bulks wait for one another: they overlap, or the
+		// test fails rather than hangs.
+		select {
+		case <-full:
+		case <-time.After(time.Minute):
+			t.Error("no three bulk requests at once")
+			fill.Do(func() { close(full) })
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+	}
+	var log syncBuffer
+	args := []string{"-targets", "elastic", "-wait", "10s", "-scale", "100", "-batch-docs", "5", "-parallel", strconv.Itoa(parallel)}
+	if err := run(t.Context(), args, envOf("ELASTICSEARCH_URL", f.srv.URL, "ELASTICSEARCH_INDEX", "p"), &log); err != nil {
+		t.Fatalf("seed: %v\n%s", err, log.String())
+	}
+	if top != parallel {
+		t.Errorf("at most %d bulk requests at once, want %d", top, parallel)
+	}
+	if n := len(f.state()["p_archive"].ids); n != 100 {
+		t.Errorf("%d items indexed, want 100", n)
 	}
 }

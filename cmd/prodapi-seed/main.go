@@ -9,14 +9,16 @@
 //
 //	prodapi-seed [-wait 120s] [-data sample|DIR] [-targets mongo,elastic,s3]
 //	             [-scale N [-seed 1]] [-out DIR]
-//	             [-batch-docs 1000] [-batch-bytes 8388608] [-request-timeout 2m] [-progress 5s]
+//	             [-batch-docs 1000] [-batch-bytes 8388608] [-parallel 4] [-compress]
+//	             [-request-timeout 2m] [-progress 5s]
 //
 // It reads the variables prodapi reads, with the same defaults (config
 // package): MONGO_URI, ELASTICSEARCH_URL, ELASTICSEARCH_INDEX and the
 // OBJSTORE_* settings. It waits up to -wait for each server, then:
 //
 //   - MongoDB: every collection of sources.Collections is dropped and, when
-//     the newsroom has it, inserted again in batches, each document as the sandbox
+//     the newsroom has it, inserted again in batches (unordered
+//     insertMany requests, -parallel of them at once), each document as the sandbox
 //     decodes it (ObjectIds, datetimes, integers as int32 when they fit);
 //     every file of assets/ goes into the GridFS bucket "fs" as
 //     Superdesk's GridFS storage wrote it: _id the ObjectId of the file
@@ -29,11 +31,19 @@
 //     sources/elastic (IndexMappings), then its documents are bulk-indexed
 //     in batches as Superdesk indexes them: _id the document's id as a string, _source
 //     the document without _id (datetimes as 2006-01-02T15:04:05+0000,
-//     ObjectIds as hex) plus _resource, the collection. Documents are sent
-//     in ascending _id order (a scaled newsroom's copy by copy), so that
-//     Elasticsearch breaks sort ties as the sandbox does (on a large index
-//     Lucene's merges may reorder them). Each index is refreshed and its
-//     count checked.
+//     ObjectIds as hex) plus _resource, the collection. The batches are
+//     made in ascending _id order (a scaled newsroom's copy by copy) and
+//     -parallel bulk requests are in flight at once, so documents reach
+//     the index in roughly that order (exactly, for a newsroom of one
+//     batch an index, as the sample is): Elasticsearch breaks sort ties by
+//     it as the sandbox does by file order, where Lucene's merges leave it.
+//     The index loads with refresh_interval -1 and number_of_replicas 0
+//     and gets the mapping's values back (null, the default, where it
+//     sets none) when the indexing ends, however it ends: a failure or
+//     an interrupt (the request then has 30 s of its own). Then each index
+//     is refreshed and its count checked. Bulk bodies go uncompressed
+//     unless -compress: gzip would cost the seed as much CPU again as
+//     making the documents, taken from a node on the same machine.
 //   - Object storage, when OBJSTORE_CONTAINER_NAME is set: the bucket is
 //     created if missing and every assets/ file is put under the key
 //     prodapi reads it from (objstore: "<24 hex>.<ext>" is the key
@@ -43,8 +53,9 @@
 //
 // Documents are read and sent as a stream, so that memory stays bounded
 // whatever the newsroom's size: a request carries at most -batch-docs
-// documents and -batch-bytes bytes (a larger document goes alone), and
-// the next batch is encoded while one is sent. Each request has its own
+// documents and -batch-bytes bytes (a larger document goes alone), at
+// most -parallel requests are in flight at once (4 by default), and the
+// next batch is encoded while they are sent. Each request has its own
 // timeout, -request-timeout. A bulk request Elasticsearch finds too
 // large is split in two until it passes: a 413 (over
 // http.max_content_length, 100 MB by default: about 28,000 sample items)

@@ -54,7 +54,7 @@ func seedMongo(ctx context.Context, cfg config.Config, room *corpus, w waiter, l
 			continue
 		}
 		p := l.progress("mongo: inserting", coll.n, "database", db.Name(), "collection", c)
-		err := batches(ctx, coll.docs(false), l.lim, appendBSON, func(ctx context.Context, b batch) error {
+		err := batches(ctx, coll.docs(false), l.lim, l.parallel, appendBSON, func(ctx context.Context, b batch) error {
 			if err := l.insert(ctx, db.Collection(c), b); err != nil {
 				return err
 			}
@@ -119,13 +119,16 @@ func (l loader) drop(ctx context.Context, coll *mongo.Collection) error {
 	return nil
 }
 
-// insert inserts a batch of BSON documents, in order.
+// insert inserts a batch of BSON documents, unordered: the server may
+// write them in any order (as it writes the batches sent at once), and
+// one refused does not stop the others, though it fails the batch.
 func (l loader) insert(ctx context.Context, coll *mongo.Collection, b batch) error {
 	docs := make([]bson.Raw, b.len())
 	for i := range docs {
 		docs[i] = b.item(i)
 	}
-	if err := l.within(ctx, func(ctx context.Context) error { _, err := coll.InsertMany(ctx, docs); return err }); err != nil {
+	unordered := options.InsertMany().SetOrdered(false)
+	if err := l.within(ctx, func(ctx context.Context) error { _, err := coll.InsertMany(ctx, docs, unordered); return err }); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
 	return nil

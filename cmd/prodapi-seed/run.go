@@ -51,6 +51,8 @@ type settings struct {
 	seed     uint64        // of a scaled newsroom's time spread
 	out      string        // a directory to write the newsroom to instead of loading it
 	lim      limits        // of each bulk or insert request
+	parallel int           // bulk or insert requests in flight at once
+	compress bool          // gzip Elasticsearch bulk bodies
 	timeout  time.Duration // of each request while loading
 	progress time.Duration // between progress lines
 	cfg      config.Config
@@ -62,6 +64,14 @@ const (
 	defaultBatchDocs  = 1000
 	defaultBatchBytes = 8 << 20
 )
+
+// defaultParallel is how many bulk or insert requests a stage keeps in
+// flight: enough that the server always has the next one in hand while
+// it answers one (and a node of several cores indexes several at once),
+// few enough that their bodies stay well inside the tenth of its heap an
+// Elasticsearch node lets bulk bodies hold (four of 8 MiB at most: 32
+// MiB, against 51 MiB on a 512 MiB heap).
+const defaultParallel = 4
 
 // parseOptions reads the flags and, through config.Load, the variables
 // prodapi reads, with its defaults. The seed serves nothing, so it needs
@@ -81,6 +91,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	out := fset.String("out", "", "write the newsroom as a sandbox directory (PRODAPI_SANDBOX=DIR serves it) instead of loading it; DIR must be empty or absent")
 	batchDocs := fset.Int("batch-docs", defaultBatchDocs, "at most this many documents per bulk or insert request")
 	batchBytes := fset.Int("batch-bytes", defaultBatchBytes, "at most this many bytes per bulk or insert request (a larger document goes alone)")
+	parallel := fset.Int("parallel", defaultParallel, "at most this many bulk or insert requests in flight at once")
+	compress := fset.Bool("compress", false, "gzip the bodies of Elasticsearch bulk requests (for a node across a slow link; it costs CPU on both sides)")
 	timeout := fset.Duration("request-timeout", defaultRequestTimeout, "how long each request may take while loading (a bulk request, an insert, a put)")
 	every := fset.Duration("progress", 5*time.Second, "how often to log progress while loading or writing (0: after every request)")
 	if err := fset.Parse(args); err != nil {
@@ -90,7 +102,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return settings{}, fmt.Errorf("unexpected arguments %q", fset.Args())
 	}
 	o := settings{wait: *wait, data: *data, scale: *scale, seed: *seed, out: *out,
-		lim: limits{docs: *batchDocs, bytes: *batchBytes}, timeout: *timeout, progress: *every}
+		lim: limits{docs: *batchDocs, bytes: *batchBytes}, parallel: *parallel, compress: *compress, timeout: *timeout, progress: *every}
 	if o.wait <= 0 {
 		return settings{}, errors.New("-wait must be positive")
 	}
@@ -102,6 +114,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.lim.docs < 1 || o.lim.bytes < 1 {
 		return settings{}, errors.New("-batch-docs and -batch-bytes must be positive")
+	}
+	if o.parallel < 1 {
+		return settings{}, errors.New("-parallel must be positive")
 	}
 	if o.timeout <= 0 {
 		return settings{}, errors.New("-request-timeout must be positive")
@@ -190,7 +205,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			logger.Warn("newsroom scaled: the last copy could not take its items in whole linked groups; some of its links point to items it does not have")
 		}
 	}
-	l := loader{lim: o.lim, timeout: o.timeout, every: o.progress, logger: logger}
+	l := loader{lim: o.lim, parallel: o.parallel, compress: o.compress, timeout: o.timeout, every: o.progress, logger: logger}
 	start := time.Now()
 	if o.out != "" {
 		if err := writeSandbox(ctx, o.out, corp, l); err != nil {
@@ -225,10 +240,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // A loader is what the stages share: the size of their requests and the
 // time each may take, how often they report, and their clock.
 type loader struct {
-	lim     limits
-	timeout time.Duration // of each request (a stage of any size is many); 0: defaultRequestTimeout
-	every   time.Duration
-	logger  *slog.Logger
+	lim      limits
+	parallel int           // requests in flight at once; 0 means 1
+	compress bool          // gzip Elasticsearch bulk bodies
+	timeout  time.Duration // of each request (a stage of any size is many); 0: defaultRequestTimeout
+	every    time.Duration
+	logger   *slog.Logger
 	// now and after are time.Now and time.After when nil; tests replace
 	// them so that progress and retries need no real time.
 	now   func() time.Time

@@ -93,13 +93,14 @@ func TestParseOptions(t *testing.T) {
 		{name: "subfolder false means none", env: []string{"OBJSTORE_S3_SUBFOLDER", "False"},
 			want: func(s settings) string { return cmp.Diff(s.cfg.ObjStore.Subfolder, "") }},
 		{name: "batches and progress", want: func(s settings) string {
-			return cmp.Diff([]any{s.lim, s.progress, s.scale, s.out}, []any{limits{docs: 1000, bytes: 8 << 20}, 5 * time.Second, 0, ""},
-				cmp.AllowUnexported(limits{}))
+			return cmp.Diff([]any{s.lim, s.parallel, s.compress, s.progress, s.scale, s.out},
+				[]any{limits{docs: 1000, bytes: 8 << 20}, 4, false, 5 * time.Second, 0, ""}, cmp.AllowUnexported(limits{}))
 		}},
-		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-progress", "0", "-request-timeout", "10m"},
+		{name: "batches and progress set", args: []string{"-batch-docs", "10", "-batch-bytes", "2048", "-parallel", "1", "-compress",
+			"-progress", "0", "-request-timeout", "10m"},
 			want: func(s settings) string {
-				return cmp.Diff([]any{s.lim, s.progress, s.timeout}, []any{limits{docs: 10, bytes: 2048}, time.Duration(0), 10 * time.Minute},
-					cmp.AllowUnexported(limits{}))
+				return cmp.Diff([]any{s.lim, s.parallel, s.compress, s.progress, s.timeout},
+					[]any{limits{docs: 10, bytes: 2048}, 1, true, time.Duration(0), 10 * time.Minute}, cmp.AllowUnexported(limits{}))
 			}},
 		{name: "scaled, written out", args: []string{"-scale", "300000", "-seed", "9", "-out", "/tmp/newsroom"},
 			want: func(s settings) string {
@@ -107,6 +108,7 @@ func TestParseOptions(t *testing.T) {
 			}},
 		{name: "no batch", args: []string{"-batch-docs", "0"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
 		{name: "no bytes", args: []string{"-batch-bytes", "-1"}, wantErr: "-batch-docs and -batch-bytes must be positive"},
+		{name: "none in flight", args: []string{"-parallel", "0"}, wantErr: "-parallel must be positive"},
 		{name: "no time", args: []string{"-request-timeout", "0s"}, wantErr: "-request-timeout must be positive"},
 		{name: "negative progress", args: []string{"-progress", "-1s"}, wantErr: "-progress must not be negative"},
 		{name: "negative scale", args: []string{"-scale", "-1"}, wantErr: "-scale must be between 0 and"},

@@ -96,7 +96,17 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 // after its own. It is built once for the package's tests.
 func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 	t.Helper()
-	bin := realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
+	start := time.Now()
+	if out, err := runSeed(seedBinary(t), targets, env, args...); err != nil {
+		t.Fatalf("prodapi-seed: %v\n%s", err, out)
+	}
+	t.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// seedBinary is cmd/prodapi-seed, built once for the package's tests.
+func seedBinary(t testing.TB) string {
+	t.Helper()
+	return realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
 		goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
 		if err != nil {
 			return "", err
@@ -112,17 +122,17 @@ func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 		}
 		return bin, nil
 	})
+}
+
+// runSeed runs the seed bin as seedPlatform does and returns what it
+// wrote.
+func runSeed(bin, targets string, env []string, args ...string) ([]byte, error) {
 	cmd := exec.Command(bin, append([]string{"-targets", targets, "-wait", "2m"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for i := 0; i+1 < len(env); i += 2 {
 		cmd.Env = append(cmd.Env, env[i]+"="+env[i+1])
 	}
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("prodapi-seed: %v\n%s", err, out)
-	}
-	t.Logf("seeded in %s", time.Since(start).Round(time.Millisecond))
+	return cmd.CombinedOutput()
 }
 
 // awaitEntry long-polls /changes from *since (which it moves) until an

@@ -45,7 +45,8 @@ const cursorVersion = 1
 // A cursor holds its expiry, a hash binding it to its request (the
 // resource and the canonical parameters but cursor and pretty, so
 // a cursor used with other filters or another sort is refused) and the
-// backend's Position.
+// backend's Position: its point in time, its values and, when it has
+// one, the total the walk's first page counted.
 type Cursors struct {
 	secret []byte
 	now    func() time.Time
@@ -83,6 +84,11 @@ func (c *Cursors) seal(p sources.Position, binding [16]byte) (string, error) {
 	plain = binary.AppendUvarint(plain, uint64(len(p.Values)))
 	for _, v := range p.Values {
 		plain = appendValue(plain, v)
+	}
+	// Last, and left out when 0, so that a cursor sealed before
+	// positions carried a total opens as one with none.
+	if p.Total > 0 {
+		plain = binary.AppendUvarint(plain, uint64(p.Total))
 	}
 	salt := make([]byte, saltLen)
 	rand.Read(salt)
@@ -145,6 +151,13 @@ func (c *Cursors) open(s string, binding [16]byte) (*sources.Position, error) {
 		for range n {
 			pos.Values = append(pos.Values, d.value(0))
 		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		total := d.uvarint()
+		if total > math.MaxInt32 {
+			d.fail()
+		}
+		pos.Total = int(total)
 	}
 	switch {
 	case d.err != nil || len(d.b) != 0:

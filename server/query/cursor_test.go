@@ -96,7 +96,8 @@ func TestCursorRoundTrip(t *testing.T) {
 	pos := sources.Position{
 		Values: []any{nil, true, false, int64(-42), int64(9223372036854775807), 2.5, "déjà vu", oid,
 			time.Date(2026, 11, 20, 10, 0, 0, 123456789, time.UTC), sources.D("a", int64(1), "b", []any{"x"}), []any{}},
-		PIT: "46ToAwMDaWR5BXV1aWQyKwZub2RlXzMAAAAAAAAAACoBYwADaWR4BXV1aWQxAgZub2RlXzEAAAAAAAAAAAEBYQADaWR5BXV1aWQy",
+		PIT:   "46ToAwMDaWR5BXV1aWQyKwZub2RlXzMAAAAAAAAAACoBYwADaWR4BXV1aWQxAgZub2RlXzEAAAAAAAAAAAEBYQADaWR5BXV1aWQy",
+		Total: 10000,
 	}
 	first := walkPage(t, c, "users", qs("sort", "-username", "where", `{"is_active": true}`, "cursor", ""))
 	token := sealed(t, first, pos)
@@ -125,6 +126,15 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 	if _, err := c.Parse(resource(t, "users"), "", qs("where", `{"is_active": true}`, "sort", "-username", "cursor", again)); err != nil {
 		t.Error(err)
+	}
+	// A position without a total (and every cursor sealed before
+	// positions carried one) opens with none.
+	for _, total := range []int{0, 1, 41} {
+		p := sources.Position{Values: []any{"jdoe", int64(7)}, Total: total}
+		got := walkPage(t, c, "users", qs("where", `{"is_active": true}`, "sort", "-username", "cursor", sealed(t, first, p)))
+		if diff := cmp.Diff(got.Cursor.After, &p); diff != "" {
+			t.Errorf("position of total %d (-got +want):\n%s", total, diff)
+		}
 	}
 }
 

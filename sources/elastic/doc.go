@@ -78,7 +78,24 @@
 // A page of a cursor walk (q.Cursor, sources.WalkBody) is q.Search with
 // a tiebreaker unique to each document appended to its sort, size one
 // more than the page's (to know whether another page follows) and, past
-// the first page, search_after the last hit's sort values. The
+// the first page, search_after the last hit's sort values. Only the
+// first page counts (its track_total_hits, 10000): the position carries
+// its total (sources.Position.Total), and every later page sends
+// track_total_hits false and reports that total. Past the first page,
+// the query becomes {"bool": {"must": [query], "filter": [range]}}, a
+// range on the primary sort key from the position's value (gte
+// ascending, lte descending, with format epoch_millis on dates), so that
+// the node collects only what follows the position rather than every
+// match: on a field IndexMappings maps as a date or a keyword (_updated,
+// versioncreated, guid, type, last_name.keyword...), with a sort value of
+// that kind (not null, nor the extreme number a missing date sorts as),
+// without aggregations, a nested sort, a mode of avg, sum or median, or
+// a missing value other than _first and _last. A range leaves out the
+// documents without the field; they sort after all the others (unless
+// missing: _first, when they come first and the range never needs
+// them), so when a bounded page comes back short, a second search asks
+// for those documents after the position (must_not exists) and ends the
+// walk with them. The
 // tiebreaker is the resource's Tiebreaker (guid: items, planning,
 // events); otherwise _id on 7.x, and on 8.x, which refuses to sort on
 // _id, _shard_doc in a point in time: the first page opens one
@@ -89,6 +106,11 @@
 // before asking. The major version comes from GET / (Ping, or a walk's
 // first need), once. Points in time are never closed: a cached page may
 // still hand out a next link into one; each lapses on its own.
+// On 7.x no point in time is opened: with 7.10's (x-pack, basic license;
+// the OSS distribution has none), a walk of 100,000 full-size items cost
+// the node the same CPU per page as without (38-40 ms a page of 500 on
+// the test node, either way), a walk whose order is total needs none for
+// its guarantee, and each would pin segments the node merges away.
 //
 // Every request runs under Options.Timeout (default 5s). The transport's
 // dial, TLS and response-header timeouts fit inside it, connections per

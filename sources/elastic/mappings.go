@@ -38,3 +38,43 @@ func IndexMappings() map[string][]byte {
 	}
 	return out
 }
+
+// fieldTypes returns, per collection of mappings.json, the type of each
+// field it maps, by dotted path: sub-objects' fields, and multi-fields
+// (last_name.keyword); not the fields of nested documents, which only a
+// nested query reaches.
+func fieldTypes() map[string]map[string]string {
+	v, err := codec.DecodeJSON(mappingsJSON, codec.DecodeOptions{Strict: true})
+	if err != nil {
+		panic(fmt.Sprintf("elastic: mappings.json: %v", err)) // embedded data; a test decodes it
+	}
+	mappings, _ := v.(*sources.Doc).Doc("mappings")
+	out := make(map[string]map[string]string, mappings.Len())
+	for c, m := range mappings.All() {
+		types := map[string]string{}
+		props, _ := m.(*sources.Doc).Doc("properties")
+		addFieldTypes(types, "", props)
+		out[c] = types
+	}
+	return out
+}
+
+func addFieldTypes(types map[string]string, prefix string, props *sources.Doc) {
+	for name, p := range props.All() {
+		spec, _ := p.(*sources.Doc)
+		typ, _ := spec.String("type")
+		if typ == "nested" {
+			continue
+		}
+		if sub, ok := spec.Doc("properties"); ok {
+			addFieldTypes(types, prefix+name+".", sub)
+			continue
+		}
+		types[prefix+name] = typ
+		fields, _ := spec.Doc("fields")
+		for sub, f := range fields.All() {
+			fd, _ := f.(*sources.Doc)
+			types[prefix+name+"."+sub], _ = fd.String("type")
+		}
+	}
+}

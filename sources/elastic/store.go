@@ -51,6 +51,12 @@ type Store struct {
 	keepAlive time.Duration
 	now       func() time.Time
 
+	// mapped is, per search collection, the type IndexMappings gives
+	// each field ("date", "keyword", ...; dotted paths, multi-fields
+	// too, nothing below a nested field): what a walk's range may be
+	// built on (walkRange).
+	mapped map[string]map[string]string
+
 	// major is the server's major version, once known (GET /).
 	major atomic.Int32
 
@@ -77,7 +83,7 @@ const lookupMax = 10000
 // Elasticsearch is down works once it is back.
 func New(client *elasticsearch.Client, opts Options) *Store {
 	s := &Store{client: client, prefix: opts.Index, timeout: opts.Timeout, queries: opts.Queries, log: opts.Logger,
-		keepAlive: cmp.Or(opts.PITKeepAlive, DefaultPITKeepAlive), now: opts.Now}
+		keepAlive: cmp.Or(opts.PITKeepAlive, DefaultPITKeepAlive), now: opts.Now, mapped: fieldTypes()}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}

@@ -81,3 +81,34 @@ func TestWalkPast10000Real(t *testing.T) {
 		})
 	}
 }
+
+// A walk on a key some documents lack returns each document once, in
+// the order of the list in one page, on a real node too, which sorts
+// missing dates as the extreme numbers and missing keywords as null.
+func TestWalkKeyMissingReal(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	url := realNode(t, "walkmissing", func() (map[string][]*sources.Doc, error) {
+		items := make([]*sources.Doc, 12)
+		for i := range items {
+			id := fmt.Sprintf("urn:missing:%02d", i)
+			d := sources.D("_id", id, "guid", id, "type", "text", "_updated", base.Add(time.Duration(i)*time.Minute).Format(sources.DateLayout))
+			if i%3 != 0 {
+				// Ties: two items a date.
+				d.Set("versioncreated", base.Add(time.Duration(i/2)*time.Hour).Format(sources.DateLayout))
+			}
+			if i%4 == 0 {
+				d.Set("assignment_id", fmt.Sprintf("6a%022x", i%8))
+			}
+			items[i] = d
+		}
+		return map[string][]*sources.Doc{"archive": items}, nil
+	})
+	client, err := elasticsearch.NewClient(essrc.Config(url, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := essrc.New(client, essrc.Options{Index: "walkmissing", Timeout: 30 * time.Second})
+	for _, sort := range missingKeySorts {
+		walkEach(t, nil, store, "items", sort, "7.10.2")
+	}
+}

@@ -2,13 +2,16 @@ package elastic_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 	essrc "github.com/prodapi/prodapi/sources/elastic"
 	"github.com/prodapi/prodapi/sources/elastic/estest"
 	"github.com/prodapi/prodapi/test/testkit"
@@ -105,8 +108,10 @@ func TestWalkRequests(t *testing.T) {
 			if got := ids(last.Docs); len(got) != 1 || got[0] != "5f0c7c2e2b0b7a0a1c5e9b01" || last.Next != nil {
 				t.Errorf("last page %v, next %+v", got, last.Next)
 			}
-			if reqs := fake.Requests(); len(reqs) != 1 {
-				t.Errorf("the second page opened another point in time: %v", reqs)
+			for _, r := range fake.Requests() {
+				if r.Path != "/_search" {
+					t.Errorf("the second page asked %s, want searches of its point in time only", r.Path)
+				}
 			}
 		})
 	}
@@ -188,4 +193,192 @@ func ids(docs []*sources.Doc) []string {
 		out[i], _ = sources.IDString(v)
 	}
 	return out
+}
+
+// searchBodies are the bodies of the searches the fake answered since it
+// was last cleared, canonical.
+func searchBodies(t *testing.T, fake *estest.Server) []string {
+	t.Helper()
+	var out []string
+	for _, s := range fake.Searches() {
+		out = append(out, canonical(t, s.Body))
+	}
+	return out
+}
+
+// Only a walk's first page counts its hits; the position carries the
+// total, which every page after it gives without counting
+// (track_total_hits false). A position without a total (sealed before
+// positions carried one) counts again.
+func TestWalkCountsOnlyTheFirstPage(t *testing.T) {
+	const items = `{"query":{"bool":{}},"sort":[{"_updated":{"order":"desc"}}],"size":1,"track_total_hits":10000}`
+	for _, v := range versions {
+		t.Run(string(v), func(t *testing.T) {
+			fake, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
+			var counted []any
+			q := walkQuery(t, "items", items, nil)
+			for page := 1; ; page++ {
+				fake.Clear()
+				res, err := store.Find(t.Context(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Total != 3 {
+					t.Errorf("page %d: total %d, want 3", page, res.Total)
+				}
+				first := decode(t, searchBodies(t, fake)[0])
+				tth, _ := first.Get("track_total_hits")
+				counted = append(counted, tth)
+				if res.Next == nil {
+					break
+				}
+				if res.Next.Total != 3 {
+					t.Errorf("page %d: the position carries total %d, want 3", page, res.Next.Total)
+				}
+				q.Cursor.After = res.Next
+			}
+			if diff := cmp.Diff(counted, []any{int64(10000), false, false}); diff != "" {
+				t.Errorf("track_total_hits of each page (-got +want):\n%s", diff)
+			}
+
+			old := &sources.Position{Values: []any{int64(1705399200000), "urn:newsml:2"}} // no total
+			fake.Clear()
+			res, err := store.Find(t.Context(), walkQuery(t, "items", items, old))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := decode(t, searchBodies(t, fake)[0])
+			if tth, _ := body.Get("track_total_hits"); tth != int64(10000) || res.Total != 3 || res.Next == nil || res.Next.Total != 3 {
+				t.Errorf("a position without a total: track_total_hits %v, total %d, next %+v; want a count of 3", tth, res.Total, res.Next)
+			}
+		})
+	}
+}
+
+// Past the first page, a range on the primary sort key from the
+// position bounds the search to what follows it, beside search_after:
+// on dates and keywords the index maps, descending or ascending, unless
+// the sort or the body rules it out.
+func TestWalkRange(t *testing.T) {
+	const updated = int64(1705399200000) // urn:newsml:2's _updated, the newest
+	for _, tc := range []struct {
+		name, res, sort string
+		extra           string // more of the body
+		after           []any  // the first page's position, as the fake gives it
+		want            string // the range clause; "" for none
+	}{
+		{"a date, descending", "items", `{"_updated":{"order":"desc"}}`, "", []any{updated, "urn:newsml:2"},
+			`{"range":{"_updated":{"format":"epoch_millis","lte":1705399200000}}}`},
+		{"a date, ascending", "items", `{"_updated":{"order":"asc"}}`, "", []any{int64(1705226400000), "urn:newsml:3"},
+			`{"range":{"_updated":{"format":"epoch_millis","gte":1705226400000}}}`},
+		{"a keyword", "items", `{"type":{"order":"asc"}}`, "", []any{"picture", "urn:newsml:2"},
+			`{"range":{"type":{"gte":"picture"}}}`},
+		{"a keyword sub-field, missing first", "contacts", `{"last_name.keyword":{"order":"desc","missing":"_first"}}`, "", nil,
+			`{"range":{"last_name.keyword":{"lte":"Zed"}}}`},
+		{"the largest of several values", "items", `{"_updated":{"order":"asc","mode":"max"}}`, "", []any{int64(1705226400000), "urn:newsml:3"},
+			`{"range":{"_updated":{"format":"epoch_millis","gte":1705226400000}}}`},
+		{"a number", "items", `{"priority":{"order":"desc","unmapped_type":"long"}}`, "", nil, ""},
+		{"an average", "items", `{"_updated":{"order":"desc","mode":"avg"}}`, "", nil, ""},
+		{"a missing value of its own", "items", `{"_updated":{"order":"desc","missing":0}}`, "", nil, ""},
+		{"aggregations", "items", `{"_updated":{"order":"desc"}}`, `,"aggs":{"t":{"terms":{"field":"type"}}}`, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range versions {
+				fake, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
+				body := `{"query":{"match_all":{}},"sort":[` + tc.sort + `],"size":1` + tc.extra + `}`
+				first, err := store.Find(t.Context(), walkQuery(t, tc.res, body, nil))
+				if err != nil || first.Next == nil {
+					t.Fatalf("%s: first page %+v, %v", v, first, err)
+				}
+				if tc.after != nil && v == estest.V710 {
+					if diff := cmp.Diff(first.Next.Values, tc.after); diff != "" {
+						t.Errorf("%s: position (-got +want):\n%s", v, diff)
+					}
+				}
+				fake.Clear()
+				if _, err := store.Find(t.Context(), walkQuery(t, tc.res, body, first.Next)); err != nil {
+					t.Fatalf("%s: second page: %v", v, err)
+				}
+				got := decode(t, searchBodies(t, fake)[0])
+				query, _ := got.Get("query")
+				want := `{"match_all":{}}`
+				if tc.want != "" {
+					want = `{"bool":{"filter":[` + tc.want + `],"must":[{"match_all":{}}]}}`
+				}
+				if diff := cmp.Diff(string(codec.AppendCanonicalJSON(nil, query)), want); diff != "" {
+					t.Errorf("%s: the second page's query (-got +want):\n%s", v, diff)
+				}
+				if !got.Has("search_after") {
+					t.Errorf("%s: the second page has no search_after", v)
+				}
+			}
+		})
+	}
+}
+
+// missingKeySorts are sorts on keys some items lack: a date and a
+// keyword, those without it last (the default) or first.
+var missingKeySorts = []string{
+	`{"versioncreated":{"order":"desc"}}`,
+	`{"versioncreated":{"order":"asc"}}`,
+	`{"versioncreated":{"order":"desc","missing":"_first"}}`,
+	`{"assignment_id":{"order":"asc"}}`,
+	`{"assignment_id":{"order":"desc","missing":"_first"}}`,
+}
+
+// A walk on a key some documents lack returns each document exactly
+// once, in the order of the list in one page, bounded by a range or not,
+// in pages of every size: those without the key come after (or before,
+// missing: _first) all the others, which a range on the key would leave
+// out.
+func TestWalkKeyMissing(t *testing.T) {
+	for _, sort := range missingKeySorts {
+		for _, v := range versions {
+			fake, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
+			walkEach(t, fake, store, "items", sort, string(v))
+		}
+	}
+}
+
+// walkEach walks res sorted by sort (ties broken by guid) in pages of 1
+// to 3 and checks each walk against the list in one page; with a fake,
+// it returns the bodies of the searches of the walk by 1.
+func walkEach(t *testing.T, fake *estest.Server, store *essrc.Store, res, sort, name string) []string {
+	t.Helper()
+	whole := `{"query":{"bool":{}},"sort":[` + sort + `,{"guid":{"order":"asc"}}],"size":100}`
+	one, err := store.Find(t.Context(), &sources.Query{Resource: resource(res), Page: 1, MaxResults: 100, Search: decode(t, whole)})
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, sort, err)
+	}
+	var bodies []string
+	for size := 1; size <= 3; size++ {
+		if fake != nil {
+			fake.Clear()
+		}
+		body := `{"query":{"bool":{}},"sort":[` + sort + `],"size":` + strconv.Itoa(size) + `,"track_total_hits":10000}`
+		q := walkQuery(t, res, body, nil)
+		q.MaxResults = size
+		var got []string
+		for page := 0; ; page++ {
+			r, err := store.Find(t.Context(), q)
+			if err != nil {
+				t.Fatalf("%s %s by %d, page %d: %v", name, sort, size, page+1, err)
+			}
+			got = append(got, ids(r.Docs)...)
+			if r.Next == nil {
+				break
+			}
+			if page > 10 {
+				t.Fatalf("%s %s by %d: no end (%v)", name, sort, size, got)
+			}
+			q.Cursor.After = r.Next
+		}
+		if diff := cmp.Diff(got, ids(one.Docs)); diff != "" {
+			t.Errorf("%s %s by %d (-walked +one page):\n%s", name, sort, size, diff)
+		}
+		if size == 1 && fake != nil {
+			bodies = searchBodies(t, fake)
+		}
+	}
+	return bodies
 }

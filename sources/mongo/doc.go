@@ -103,8 +103,10 @@
 // range ($gt or $lt within a type, $type for whole types, null and
 // empty arrays) on the next, each branch bounded by an index on the keys
 // then _id (ListNeed's), and a $nor in each that only arrays need.
-// The total is countDocuments on the client's filter, unless a walk's
-// first page holds the whole list. Values the documents decode to other
+// The walk counts once, on its first page (countDocuments on the
+// client's filter, unless that page holds the whole list); the position
+// carries that total, and every later page gives it again without
+// counting, so a page after the first is one find. Values the documents decode to other
 // types (Decimal128, binary, regular expressions, timestamps) are walked
 // by what they decode to, which may not be their own order.
 //

@@ -184,7 +184,9 @@ func preferObjectID(docs []*sources.Doc) *sources.Doc {
 // pages are stable), skipping q.Skip() and returning q.MaxResults at most.
 // The total comes from countDocuments, unless the page itself proves it:
 // a page short of MaxResults that holds documents, or the first page,
-// ends the list.
+// ends the list. A walk counts on its first page only: its position
+// carries that total, and the pages after it give it again without
+// counting, so that each is one find.
 func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
 	coll := q.Resource.Collection
 	if q.MaxResults <= 0 || q.Page <= 0 {
@@ -225,12 +227,18 @@ func (s *Store) Find(ctx context.Context, q *sources.Query) (*sources.Result, er
 		res.Docs = docs[:limit]
 		res.Next = bsonorder.Position(res.Docs[limit-1], keys)
 	}
-	if pageProvesTotal(q, len(docs), res.Next != nil) {
+	switch {
+	case q.Cursor != nil && q.Cursor.After != nil && q.Cursor.After.Total > 0:
+		res.Total = q.Cursor.After.Total // counted by the walk's first page
+	case pageProvesTotal(q, len(docs), res.Next != nil):
 		res.Total = skip + len(res.Docs)
-		return res, nil
+	default:
+		if res.Total, err = s.count(ctx, label, coll, countFilter(filter)); err != nil {
+			return nil, err
+		}
 	}
-	if res.Total, err = s.count(ctx, label, coll, countFilter(filter)); err != nil {
-		return nil, err
+	if res.Next != nil {
+		res.Next.Total = res.Total
 	}
 	return res, nil
 }

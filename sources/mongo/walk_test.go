@@ -48,8 +48,9 @@ func mixedDesks(t *testing.T) []*sources.Doc {
 // keys then _id, and filtered (after the first page) by branches that an
 // index on the keys then _id bounds: equalities on a prefix of the keys,
 // then one range on the next ($gt, $lt, $type, $in or $eq), with what no
-// index needs in a $nor. The walk returns the list's order, every
-// document once.
+// index needs in a $nor. Only the first page counts; the pages after it
+// give its total again, from the cursor. The walk returns the list's
+// order, every document once.
 func TestWalkPagesAreIndexRanges(t *testing.T) {
 	e := newEnv(t, map[string][]*sources.Doc{"desks": mixedDesks(t)}, mongosrc.Options{})
 	for _, tc := range []struct {
@@ -78,6 +79,10 @@ func TestWalkPagesAreIndexRanges(t *testing.T) {
 					}
 					got = append(got, r.Docs...)
 					checkWalkFind(t, e.srv, keys, size, page > 1)
+					checkWalkCount(t, e.srv, page, r.Next != nil)
+					if r.Total != len(whole.Docs) {
+						t.Errorf("page %d: total %d, want %d", page, r.Total, len(whole.Docs))
+					}
 					if r.Next == nil {
 						break
 					}
@@ -138,6 +143,19 @@ func checkWalkFind(t *testing.T, srv *mongotest.Server, keys []string, size int,
 		if err := indexBounded(b.(*sources.Doc), keys); err != nil {
 			t.Errorf("branch %s: %v", codec.AppendJSON(nil, b), err)
 		}
+	}
+}
+
+// checkWalkCount checks that only a walk's first page counts, and only
+// when the list goes on past it.
+func checkWalkCount(t *testing.T, srv *mongotest.Server, page int, next bool) {
+	t.Helper()
+	want := 0
+	if page == 1 && next {
+		want = 1
+	}
+	if counts := srv.Named("aggregate", "count"); len(counts) != want {
+		t.Errorf("page %d: %d counts, want %d", page, len(counts), want)
 	}
 }
 

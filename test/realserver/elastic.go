@@ -37,6 +37,9 @@ const elasticStartTimeout = 3 * time.Minute
 type Elastic struct {
 	URL     string // http://127.0.0.1:port
 	Version string // what the node reports, as "7.10.2"
+	// PID is the node's process, for benchmarks that read the CPU time
+	// it spends (/proc/PID/stat).
+	PID int
 }
 
 // Elastic returns the set's Elasticsearch 7.10.2 node, starting it on
@@ -116,7 +119,7 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 		parentEnd.Close()
 		os.RemoveAll(home)
 	})
-	es := &Elastic{URL: "http://" + Addr(ports[0])}
+	es := &Elastic{URL: "http://" + Addr(ports[0]), PID: p.PID()}
 	err = p.WaitReady(elasticStartTimeout, func(ctx context.Context) error {
 		v, err := elasticReady(ctx, es.URL)
 		es.Version = v
