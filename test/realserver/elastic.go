@@ -83,12 +83,16 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 		os.RemoveAll(home)
 		return nil, err
 	}
-	cmd := exec.Command(java,
-		"-Xms256m", "-Xmx512m",
-		"-XX:+UseSerialGC",
-		// C1 only: the node is ready in about half the time (12 s instead
-		// of 25 s here), and test searches are too small to miss C2.
-		"-XX:TieredStopAtLevel=1",
+	// C1 only: the node is ready in about half the time (12 s instead of
+	// 25 s here), and test searches are too small to miss C2. A benchmark
+	// that measures the node's throughput asks for a node as deployed:
+	// PRODAPI_TEST_ES_JVM replaces these flags (say "-Xms2g -Xmx2g
+	// -XX:+UseG1GC").
+	jvm := []string{"-Xms256m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
+	if v := strings.Fields(os.Getenv("PRODAPI_TEST_ES_JVM")); len(v) > 0 {
+		jvm = v
+	}
+	cmd := exec.Command(java, append(jvm,
 		"-Djava.io.tmpdir="+home,
 		"-Djava.awt.headless=true",
 		"-Dlog4j2.disable.jmx=true",
@@ -101,7 +105,7 @@ func (s *Set) startElastic(t testing.TB) (*Elastic, error) {
 		"-Dprodapi.deleteHomeOnExit=true",
 		"-cp", cp,
 		"prodapi.elastic.Launcher",
-		strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), home)
+		strconv.Itoa(ports[0]), strconv.Itoa(ports[1]), home)...)
 	cmd.Env = append(os.Environ(), "JAVA_HOME="+javaHome)
 	cmd.Stdin = stdin
 	begin := time.Now()
