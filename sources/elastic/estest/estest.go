@@ -245,13 +245,6 @@ func RefusedURL(t testing.TB) string {
 	return "http://" + addr
 }
 
-// SetDocs replaces (or creates) the index of a collection.
-func (s *Server) SetDocs(collection string, docs []*sources.Doc) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.indexes[s.opts.Prefix+"_"+collection] = docs
-}
-
 // Fail makes the next n requests (every request, until Clear, when n is
 // 0) get r.
 func (s *Server) Fail(n int, r Reply) {
