@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,22 +94,7 @@ func compareRealWithSandbox(t *testing.T, env []string) {
 // after its own. It is built once for the package's tests.
 func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 	t.Helper()
-	bin := realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
-		goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
-		if err != nil {
-			return "", err
-		}
-		dir, err := os.MkdirTemp("", "prodapi-seed-")
-		if err != nil {
-			return "", err
-		}
-		servers.OnClose(func() { os.RemoveAll(dir) })
-		bin := filepath.Join(dir, "prodapi-seed")
-		if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/prodapi-seed").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building prodapi-seed: %v\n%s", err, out)
-		}
-		return bin, nil
-	})
+	bin := seedBinary(t)
 	cmd := exec.Command(bin, append([]string{"-targets", targets, "-wait", "2m"}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for i := 0; i+1 < len(env); i += 2 {
