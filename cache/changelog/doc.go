@@ -41,8 +41,12 @@
 //     client's, after a lost tail): the epoch ends with a
 //     compare-and-set on the old one (redistier.StreamRenew), by
 //     whichever replica finds it first. A trimmed gap is a 410 as well
-//     (the trim mark). Loss found by no replica and no client cannot
-//     matter: nobody holds a position in it.
+//     (the trim mark). Entries lost before any follower read them (every
+//     follower behind: an Apply slow, a sandbox reloading) are changes
+//     lost all the same: the replica that appended them keeps the newest
+//     it appended until its follower reads that far, and its follower
+//     (after each read) and its next Append (first) look for it, so
+//     that the epoch ends then too.
 //   - Applied before handed out: a replica calls Options.Apply with each
 //     entry, in log order, before it serves the entry or counts it
 //     applied (WaitApplied: every entry up to a token is applied here;

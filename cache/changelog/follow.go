@@ -90,7 +90,7 @@ func (l *Log) resync(ctx context.Context) error {
 	}
 	l.mu.RLock()
 	epoch, prev, down := l.epoch, l.t.last, l.down
-	newest, held := l.t.newest()
+	newest, held := l.newestKnown(epoch)
 	l.mu.RUnlock()
 	same := epoch != "" && st.Epoch == epoch
 	if same {
@@ -124,6 +124,7 @@ func (l *Log) resync(ctx context.Context) error {
 		l.log.Warn("changelog: the stream is in a new epoch (Redis lost it, or entries it had handed out): tokens from before it are expired", "epoch", st.Epoch)
 	}
 	l.epoch, l.t, l.down, l.downApplying = st.Epoch, t, nil, false
+	l.confirmMine()
 	l.moved()
 	l.mu.Unlock()
 	l.start()
@@ -135,10 +136,32 @@ func (l *Log) resync(ctx context.Context) error {
 	return nil
 }
 
+// newestKnown is the newest entry this replica knows the stream of epoch
+// held: the newest its follower read, or the newest it appended when the
+// follower has not read that far (ok is false when there is neither).
+// l.mu is held.
+func (l *Log) newestKnown(epoch string) (e entry, ok bool) {
+	newest, held := l.t.newest()
+	if l.mineEpoch != "" && l.mineEpoch == epoch && (!held || newest.pos.less(l.mine.pos)) {
+		return l.mine, true
+	}
+	return newest, held
+}
+
+// confirmMine forgets the newest entry this replica appended once its
+// follower has read the stream that far: the follower's own look at the
+// newest entry it holds covers it from then on. l.mu is held.
+func (l *Log) confirmMine() {
+	if l.mineEpoch != "" && l.mineEpoch == l.epoch && !l.t.last.less(l.mine.pos) {
+		l.mine, l.mineEpoch = entry{}, ""
+	}
+}
+
 // checkTail checks, when the follower reads the state of a stream of
 // the epoch it followed, that the stream still has what it read: its
 // last id no older than the follower's position, and the newest entry
-// the follower holds still there (unless trimmed). A stream that lost
+// the follower holds (or this replica appended, when newer) still there
+// (unless trimmed). A stream that lost
 // them (Redis restarted on persistence lacking its newest writes; a
 // failover to a replica lacking them) ends the epoch, and errLogFollow
 // has the follower read it again.
@@ -230,7 +253,7 @@ func (l *Log) follows(ctx context.Context) error {
 		}
 		l.mu.RLock()
 		epoch, last := l.epoch, l.t.last
-		newest, held := l.t.newest()
+		newest, held := l.newestKnown(epoch)
 		l.mu.RUnlock()
 		recs, err := l.stream.StreamRead(ctx, last.String(), followBlock, followCount)
 		if err != nil {
@@ -276,6 +299,7 @@ func (l *Log) extend(read []entry) {
 	for l.t.len() > l.opts.Tail {
 		l.t.drop()
 	}
+	l.confirmMine()
 	// Redis's clock against ours: skew shows here too.
 	l.m.lag.Set(max(float64(l.now().UnixMilli()-int64(read[len(read)-1].pos.ms))/1000, 0))
 	l.moved()

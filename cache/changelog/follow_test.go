@@ -247,6 +247,50 @@ func TestMiniredisLogLostTail(t *testing.T) {
 	}
 }
 
+// A tail lost before any follower read it ends the epoch too: the
+// replica that appended it looks for the newest entry it appended, its
+// follower after each read and its next append first. Here the one
+// replica's follower is held applying d2 while d3 is appended, and the
+// stream loses d3 (only d3: what the follower read is all there).
+func TestMiniredisLogLostUnreadTail(t *testing.T) {
+	for _, appendAfter := range []bool{false, true} {
+		name := "found by the follower"
+		if appendAfter {
+			name = "found by the next append"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := miniredis.RunT(t)
+			reg := metrics.NewMetrics()
+			a := newApplier()
+			l, _ := miniLog(t, m, Options{Apply: a, Metrics: reg})
+			ctx := t.Context()
+			_, start, err := l.Read(ctx, "now", all, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+			caughtUp(t, l, start, 1)
+			a.held.Store(true)
+			mustAppend(t, l, SourceSandbox, change("desks", "d2", sources.OpUpdate))
+			recv(t, a.entered) // the follower read d2, and applies it
+			mustAppend(t, l, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+			rdb := realserver.RedisClient(m.Addr())
+			defer rdb.Close()
+			recs := streamRecords(t, rdb)
+			rewriteStream(t, rdb, recs[:len(recs)-1]) // d3 lost, unread
+			if appendAfter {
+				mustAppend(t, l, SourceSandbox, change("desks", "d4", sources.OpUpdate))
+			}
+			a.held.Store(false)
+			send(t, a.release, nil)
+			expires(t, map[string]*Log{"l": l}, start)
+			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
+				t.Errorf("epochs ended %d, want 1", got)
+			}
+		})
+	}
+}
+
 // redisAOF starts a redis-server with append-only persistence (every
 // write on disk before its reply) in dir, on port (0: a free one).
 func redisAOF(t *testing.T, dir string, port int) *realserver.Redis {

@@ -105,6 +105,14 @@ type Log struct {
 	// (downApplying).
 	down         error
 	downApplying bool
+	// mine is the newest entry this replica appended to the stream, of
+	// epoch mineEpoch, until its follower has read the stream that far
+	// ("": none): the stream must still hold it, unless trimmed. A tail
+	// lost before any follower read it (every follower behind, an Apply
+	// slow) is found so by the replica that appended it: its follower
+	// looks for it after each read, and its next Append first.
+	mine      entry
+	mineEpoch string
 
 	// started is closed once the follower's first look at the stream has
 	// ended, read and applied or failed (the ring: at once): reads wait
