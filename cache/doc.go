@@ -312,7 +312,7 @@
 // registers on its own Options.Metrics, the same registry in prodapi:
 //
 //	prodapi_cache_requests_total{resource,outcome}   hit, stale, miss, collapsed, bypass, error
-//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate
+//	prodapi_cache_redis_errors_total{op}             (tier) get, set, del, lease, invalidate, rate, waiters
 //	prodapi_cache_redis_duration_seconds{op}         (tier) get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                (tier) 0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_corrupt_values_total

@@ -113,7 +113,8 @@ type Config struct {
 	WriteTimeout      time.Duration // PRODAPI_WRITE_TIMEOUT
 	IdleTimeout       time.Duration // PRODAPI_IDLE_TIMEOUT
 	// MaxConns caps the client connections held open; at the cap a new
-	// connection closes the longest idle one (PRODAPI_MAX_CONNS).
+	// connection closes the longest idle one, else answers the oldest
+	// /changes long poll early (PRODAPI_MAX_CONNS).
 	MaxConns int
 	// ReadyRequiresBackends makes /readyz answer 503 while no backend can
 	// answer (PRODAPI_READY_REQUIRES_BACKENDS); by default readiness is
@@ -125,6 +126,17 @@ type Config struct {
 	// (PRODAPI_CHANGES_WRITE_TIMEOUT).
 	ChangesMaxStreams   int
 	ChangesWriteTimeout time.Duration
+	// ChangesMaxPolls caps the /changes long polls waiting at once on a
+	// replica (PRODAPI_CHANGES_MAX_POLLS), beside its streams'.
+	ChangesMaxPolls int
+	// ChangesMaxStreamAge is the longest a /changes event stream lives
+	// (PRODAPI_CHANGES_MAX_STREAM_AGE): then it ends, and the client
+	// reconnects with its token checked anew.
+	ChangesMaxStreamAge time.Duration
+	// ClientMaxWaits caps the event streams, long polls and min_position
+	// waits one client holds at once, across the fleet when it shares
+	// Redis (PRODAPI_CLIENT_MAX_WAITS); 0: no cap.
+	ClientMaxWaits int
 	// ChangesRetain is how long the change log keeps its entries
 	// (PRODAPI_CHANGES_RETAIN): a client may resume that long after it
 	// stopped reading.
@@ -322,6 +334,13 @@ const (
 	defaultFeedPoll            = time.Second
 	defaultFeedReconcile       = 10 * time.Minute
 	defaultMinPositionWait     = 2 * time.Second
+
+	// Long polls hold connections as streams do: another quarter.
+	defaultChangesMaxPolls     = 1000
+	defaultChangesMaxStreamAge = time.Hour
+	// Far more than one consumer's streams and long polls, far fewer
+	// than a replica's 1000 of each.
+	defaultClientMaxWaits = 50
 )
 
 // DefaultOpsAddr is PRODAPI_OPS_ADDR's default, the operator listener's
@@ -413,6 +432,9 @@ func LoadFrom(e Env) (Config, error) {
 		ReadyRequiresBackends: p.bool("PRODAPI_READY_REQUIRES_BACKENDS", false),
 		ChangesMaxStreams:     int(min(max(p.int("PRODAPI_CHANGES_MAX_STREAMS", defaultChangesMaxStreams), 0), 1<<30)),
 		ChangesWriteTimeout:   p.duration("PRODAPI_CHANGES_WRITE_TIMEOUT", defaultChangesWriteTimeout),
+		ChangesMaxPolls:       int(min(max(p.int("PRODAPI_CHANGES_MAX_POLLS", defaultChangesMaxPolls), 0), 1<<30)),
+		ChangesMaxStreamAge:   p.duration("PRODAPI_CHANGES_MAX_STREAM_AGE", defaultChangesMaxStreamAge),
+		ClientMaxWaits:        int(min(max(p.int("PRODAPI_CLIENT_MAX_WAITS", defaultClientMaxWaits), -1), 1<<30)),
 		ChangesRetain:         p.duration("PRODAPI_CHANGES_RETAIN", defaultChangesRetain),
 		FeedPoll:              p.duration("PRODAPI_FEED_POLL", defaultFeedPoll),
 		FeedReconcile:         p.duration("PRODAPI_FEED_RECONCILE", defaultFeedReconcile),
@@ -470,6 +492,15 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.ChangesMaxStreams < 1 {
 		p.invalid("PRODAPI_CHANGES_MAX_STREAMS", "must be at least 1")
+	}
+	if c.ChangesMaxPolls < 1 {
+		p.errorf("PRODAPI_CHANGES_MAX_POLLS %d must be at least 1", c.ChangesMaxPolls)
+	}
+	if c.ChangesMaxStreamAge < time.Minute {
+		p.errorf("PRODAPI_CHANGES_MAX_STREAM_AGE %s must be at least 1m: every stream reconnects after it", c.ChangesMaxStreamAge)
+	}
+	if c.ClientMaxWaits < 0 {
+		p.errorf("PRODAPI_CLIENT_MAX_WAITS %d must be 0 (no cap) or more", c.ClientMaxWaits)
 	}
 	if c.ChangesWriteTimeout <= 0 {
 		p.invalid("PRODAPI_CHANGES_WRITE_TIMEOUT", "must be above 0: a consumer that does not read is dropped after it")

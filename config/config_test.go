@@ -56,6 +56,9 @@ func TestDefaults(t *testing.T) {
 		{"ShutdownDelay", c.ShutdownDelay, time.Duration(0)},
 		{"ReadyRequiresBackends", c.ReadyRequiresBackends, false},
 		{"ChangesMaxStreams", c.ChangesMaxStreams, 1000},
+		{"ChangesMaxPolls", c.ChangesMaxPolls, 1000},
+		{"ChangesMaxStreamAge", c.ChangesMaxStreamAge, time.Hour},
+		{"ClientMaxWaits", c.ClientMaxWaits, 50},
 		{"ChangesWriteTimeout", c.ChangesWriteTimeout, 10 * time.Second},
 		{"ChangesRetain", c.ChangesRetain, 24 * time.Hour},
 		{"FeedPoll", c.FeedPoll, time.Second},
@@ -118,6 +121,7 @@ func TestOverrides(t *testing.T) {
 		"PRODAPI_MAX_CONNS", "100", "PRODAPI_TRUSTED_PROXY_HEADER", "x-forwarded-for",
 		"PRODAPI_SHUTDOWN_DELAY", "5s", "PRODAPI_READY_REQUIRES_BACKENDS", "true",
 		"PRODAPI_CHANGES_MAX_STREAMS", "20", "PRODAPI_CHANGES_WRITE_TIMEOUT", "2s", "PRODAPI_FEED_RECONCILE", "1m",
+		"PRODAPI_CHANGES_MAX_POLLS", "30", "PRODAPI_CHANGES_MAX_STREAM_AGE", "10m", "PRODAPI_CLIENT_MAX_WAITS", "0",
 		"PRODAPI_ISSUER", "Superdesk Auth Server", "PRODAPI_OPS_ADDR", "127.0.0.1:9102",
 		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.7 2001:db8::/32,172.16.5.4/12",
 	))
@@ -135,6 +139,9 @@ func TestOverrides(t *testing.T) {
 	}
 	if c.ChangesMaxStreams != 20 || c.ChangesWriteTimeout != 2*time.Second {
 		t.Errorf("ChangesMaxStreams %d, ChangesWriteTimeout %s", c.ChangesMaxStreams, c.ChangesWriteTimeout)
+	}
+	if c.ChangesMaxPolls != 30 || c.ChangesMaxStreamAge != 10*time.Minute || c.ClientMaxWaits != 0 {
+		t.Errorf("ChangesMaxPolls %d, ChangesMaxStreamAge %s, ClientMaxWaits %d", c.ChangesMaxPolls, c.ChangesMaxStreamAge, c.ClientMaxWaits)
 	}
 	if c.FeedReconcile != time.Minute {
 		t.Errorf("FeedReconcile %s, want 1m", c.FeedReconcile)
@@ -174,6 +181,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 		"PRODAPI_TRUSTED_PROXY_HEADER", "X-Forwarded-For: 1.2.3.4", "PRODAPI_CURSOR_SECRET", "short",
 		"PRODAPI_SHUTDOWN_DELAY", "-5s", "PRODAPI_READY_REQUIRES_BACKENDS", "perhaps",
 		"PRODAPI_CHANGES_MAX_STREAMS", "0", "PRODAPI_CHANGES_WRITE_TIMEOUT", "0s",
+		"PRODAPI_CHANGES_MAX_POLLS", "0", "PRODAPI_CHANGES_MAX_STREAM_AGE", "30s", "PRODAPI_CLIENT_MAX_WAITS", "-2",
 		"PRODAPI_CHANGES_RETAIN", "30s", "PRODAPI_FEED_POLL", "1ms", "PRODAPI_FEED_RECONCILE", "10ms", "PRODAPI_MIN_POSITION_WAIT", "0s", "PRODAPI_OPS_ADDR", "5502",
 		"PRODAPI_TRUSTED_PROXIES", "10.0.0.0/8,10.0.0.0/33,proxy.example,::ffff:10.0.0.0/104",
 	))
@@ -183,7 +191,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 	for _, name := range []string{"PORT", "PRODAPI_AUTH_ENABLED", "PRODAPI_CACHE_TTL", "MONGO_URI", "ELASTICSEARCH_URL",
 		"REDIS_URL", "AUTH_LEEWAY", "PRODAPI_CACHE_STALE", "PRODAPI_URL_PREFIX", "PRODAPI_CACHE_TTL_ASSETS", "PRODAPI_MAX_CONNS",
 		"PRODAPI_TRUSTED_PROXY_HEADER", "PRODAPI_CURSOR_SECRET", "PRODAPI_SHUTDOWN_DELAY", "PRODAPI_READY_REQUIRES_BACKENDS",
-		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_FEED_RECONCILE", "PRODAPI_MIN_POSITION_WAIT", "PRODAPI_OPS_ADDR",
+		"PRODAPI_CHANGES_MAX_STREAMS", "PRODAPI_CHANGES_WRITE_TIMEOUT", "PRODAPI_CHANGES_MAX_POLLS", "PRODAPI_CHANGES_MAX_STREAM_AGE", "PRODAPI_CLIENT_MAX_WAITS", "PRODAPI_CHANGES_RETAIN", "PRODAPI_FEED_POLL", "PRODAPI_FEED_RECONCILE", "PRODAPI_MIN_POSITION_WAIT", "PRODAPI_OPS_ADDR",
 		`PRODAPI_TRUSTED_PROXIES: "10.0.0.0/33"`, `PRODAPI_TRUSTED_PROXIES: "proxy.example"`, `PRODAPI_TRUSTED_PROXIES: "::ffff:10.0.0.0/104"`} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("error does not mention %s:\n%v", name, err)

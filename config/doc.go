@@ -35,6 +35,13 @@
 // named in the page's Content-Security-Policy: it must be an http(s) URL
 // without credentials whose host is a name or an address.
 //
+// The caps of /changes and of each client: PRODAPI_CHANGES_MAX_STREAMS
+// and PRODAPI_CHANGES_MAX_POLLS are a replica's (at least 1 each);
+// PRODAPI_CLIENT_MAX_WAITS is a client's streams, long polls and
+// min_position waits across the fleet (0: no cap);
+// PRODAPI_CHANGES_MAX_STREAM_AGE, at least a minute, ends every stream
+// that long after it opened.
+//
 // Durations take Go syntax (10s, 5m) or a number of seconds; rate limits
 // a number of events per second, minute or hour (600/s, 100/h) or off.
 package config

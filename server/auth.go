@@ -333,7 +333,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Claims, 
 		}
 	}
 	if info := infoOf(w); info != nil {
-		info.clientID = c.ClientID
+		info.clientID, info.client = c.ClientID, c.Client
 	}
 	return c, nil
 }

@@ -32,12 +32,16 @@ func (panickingLog) Read(context.Context, string, []string, int) ([]sources.LogE
 
 // newOAChangesServer serves /changes of log, with authentication on, and
 // the documents of load (include=doc; nil: none).
-func newOAChangesServer(t *testing.T, log changes.Log, load server.Loader) *httptest.Server {
+func newOAChangesServer(t *testing.T, log changes.Log, load server.Loader, edit ...func(*changes.Options)) *httptest.Server {
 	t.Helper()
+	var opts changes.Options
+	for _, e := range edit {
+		e(&opts)
+	}
 	srv := server.New(load, server.Options{
 		Auth:    server.AuthOptions{Enabled: true, Secret: []byte(oaSecret), Now: oaNow},
 		Now:     oaNow,
-		Changes: changes.New(log, changes.Options{}),
+		Changes: changes.New(log, opts),
 	})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -128,6 +132,23 @@ func oaChangesExchanges(t *testing.T, d *openAPIDoc) []*oaExchange {
 	do(ts.URL, "changes, 414", "GET", "?q="+strings.Repeat("a", 17<<10), 414, "Authorization", all)
 	do(ts.URL, "changes, POST", "POST", "", 405, "Authorization", all)
 	exchanges = append(exchanges, oaStream(t, d, ts.URL, log, all))
+
+	// The caps: a long poll of one client waits; the same client's next
+	// is over its cap (429), another client's over the server's (503).
+	capped := changestest.NewLog()
+	cts := newOAChangesServer(t, capped, nil, func(o *changes.Options) { o.ClientMaxWaits = 1; o.MaxPolls = 1 })
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", cts.URL+oaPrefix+"/changes?since=now&wait=60", nil)
+	req.Header.Set("Authorization", all)
+	go http.DefaultTransport.RoundTrip(req) // ends when cancel ends it
+	capped.AwaitWaiter(t)
+	do(cts.URL, "changes, the client's cap", "GET", "?since=now&wait=60", 429, "Authorization", all)
+	other, err := server.MintToken([]byte(oaSecret), "another-client", sources.AllScopes, time.Hour, oaNow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(cts.URL, "changes, the server's long polls", "GET", "?since=now&wait=60", 503, "Authorization", "Bearer "+other)
 
 	log.Trim(2)
 	do(ts.URL, "changes, trimmed", "GET", "?since="+after1, 410, "Authorization", all)

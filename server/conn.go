@@ -31,6 +31,10 @@ func (c *conn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// NetConn is the connection under the server's, for what a request does
+// to its own socket (a change stream's send buffer).
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the connection when the socket can, as net/http
 // does before it closes a connection whose request it did not read to
 // the end, so that the client reads the answer before the reset.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,15 +30,18 @@ func (s *Server) getChanges(w http.ResponseWriter, r *http.Request) error {
 	if ctx := s.loadContext(w, r); ctx != r.Context() {
 		r = r.WithContext(ctx)
 	}
-	return s.feed.Serve(w, r, caller{s: s, w: w, claims: c})
+	return s.feed.Serve(w, r, caller{s: s, w: w, claims: c, client: s.clientOf(w, r), conn: connOf(r)})
 }
 
 // A caller is a /changes request's client as the feed sees it: its
-// verified token, nil with authentication off.
+// verified token, nil with authentication off; the name its caps count
+// it by (clientOf), and its connection (connOf).
 type caller struct {
 	s      *Server
 	w      http.ResponseWriter
 	claims *Claims
+	client string
+	conn   net.Conn
 }
 
 var _ changes.Caller = caller{}
@@ -52,6 +56,10 @@ func (c caller) Expires() (time.Duration, bool) {
 	}
 	return c.claims.Expires.Add(c.s.auth.opts.Leeway).Sub(c.s.requestTime(c.w)), true
 }
+
+func (c caller) Client() string { return c.client }
+
+func (c caller) Conn() net.Conn { return c.conn }
 
 func (c caller) Waits() {
 	if info := infoOf(c.w); info != nil {
@@ -132,13 +140,14 @@ func (s *Server) loadMany(ctx context.Context, qs []*sources.Query) ([]*sources.
 
 // atLeast makes q a query that reflects every change up to the position
 // pos, a request's min_position: it waits for this replica to apply it
-// (changes.Feed.AtLeast) and returns a copy of q with its Freshness,
-// which the cache answers from nothing older.
-func (s *Server) atLeast(ctx context.Context, q *sources.Query, pos string) (*sources.Query, error) {
+// (changes.Feed.AtLeast; the wait counts against client's cap) and
+// returns a copy of q with its Freshness, which the cache answers from
+// nothing older.
+func (s *Server) atLeast(ctx context.Context, client string, q *sources.Query, pos string) (*sources.Query, error) {
 	if s.feed == nil {
 		return nil, &httperr.Error{Status: http.StatusBadRequest, Msg: msgNoChangeLog}
 	}
-	after, err := s.feed.AtLeast(ctx, pos, q.Resource.Search && !q.IsDetail())
+	after, err := s.feed.AtLeast(ctx, client, pos, q.Resource.Search && !q.IsDetail())
 	if err != nil {
 		return nil, err
 	}

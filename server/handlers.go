@@ -71,7 +71,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, res *sources.Reso
 		return err
 	}
 	if fresh {
-		if q, err = s.atLeast(r.Context(), q, pos); err != nil {
+		if q, err = s.atLeast(r.Context(), s.clientOf(w, r), q, pos); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,9 @@ type requestInfo struct {
 	err     error
 	// clientID is the client_id of the request's verified token.
 	clientID string
+	// client names the client of the request's verified token, as its
+	// limits and caps count it (Claims.Client); "" without one.
+	client string
 	// clientAddr is the client's address (Server.clientAddr), set by
 	// requestID.
 	clientAddr netip.Addr

@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -223,6 +224,19 @@ func (s *Server) EndStreams() {
 	if s.feed != nil {
 		s.feed.End()
 	}
+}
+
+// EndOldestPoll answers the /changes long poll that has waited the
+// longest at once (its empty page, on a connection that then closes),
+// and returns its connection as the http.Server accepted it; nil when no
+// long poll waits (changes.Feed.EndOldestPoll). The connection cap calls
+// it to make room when no connection is idle; the connection is known
+// only with ConnContext as the http.Server's.
+func (s *Server) EndOldestPoll() net.Conn {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.EndOldestPoll()
 }
 
 // homeBody lists the resources: {"_links": {"child": [{"href", "title"}...]}}.

@@ -387,8 +387,10 @@ func (l *Log) applying(err error) {
 	switch {
 	case err != nil:
 		l.down, l.downApplying = fmt.Errorf("applying the entries read: %w", err), true
+		l.m.following.Set(0)
 	case l.downApplying:
 		l.down, l.downApplying = nil, false
+		l.m.following.Set(1)
 	}
 	l.moved()
 	l.mu.Unlock()

@@ -134,7 +134,9 @@ func TestMiniredisLogApplyFailing(t *testing.T) {
 	m := miniredis.RunT(t)
 	clock := testkit.NewClock(time.Now())
 	a := newApplier()
-	l, _ := miniLog(t, m, Options{Apply: a, Now: clock.Now})
+	reg := metrics.NewMetrics()
+	following := func() float64 { return reg.Gauge("prodapi_changes_following", "").Value() }
+	l, _ := miniLog(t, m, Options{Apply: a, Now: clock.Now, Metrics: reg})
 	ctx := t.Context()
 	_, start, err := l.Read(ctx, "now", all, 10)
 	if err != nil {
@@ -153,11 +155,17 @@ func TestMiniredisLogApplyFailing(t *testing.T) {
 	recv(t, a.entered)
 	_, _, err = l.Read(ctx, start, all, 10)
 	mustFail(t, "Read while the applier has failed for applyGrace", err, sources.ErrUnavailable)
+	if got := following(); got != 0 {
+		t.Errorf("prodapi_changes_following = %v while /changes is unavailable, want 0", got)
+	}
 	send(t, a.release, nil)
 	testkit.Eventually(t, "available once applied", func() bool {
 		entries, _, err := l.Read(ctx, start, all, 10)
 		return err == nil && len(entries) == 1
 	})
+	if got := following(); got != 1 {
+		t.Errorf("prodapi_changes_following = %v once applied again, want 1", got)
+	}
 }
 
 // rewriteStream replaces the stream's entries with keep (the meta hash

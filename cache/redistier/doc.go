@@ -31,6 +31,7 @@
 //	prodapi:v1:{changes}:refs:<c>:<id>  a document's links at its last change (Refs, SaveRefs)
 //	prodapi:v1:{changes}:known:<c>      the ids the feed's poll knows, by round (MarkKnown, Unmarked)
 //	rate:prodapi:v1:<client>          a rate limit's GCRA bucket (Charge; redis_rate puts "rate:" first)
+//	prodapi:v1:waiters:<client>       a client's waiters, by lease end (JoinWaiter, RenewWaiters, LeaveWaiter)
 //
 // # A request's budget
 //
@@ -120,6 +121,19 @@
 // request's budget) and is judged by the breaker; ok false means the
 // limiter counts on this replica alone meanwhile.
 //
+// # Waiters
+//
+// JoinWaiter, RenewWaiters and LeaveWaiter count each client's /changes
+// streams, long polls and min_position waits across the fleet
+// (server/changes's Fleet): a sorted set per client of waiter ids, each
+// scored by the end of its lease on Redis's clock. A join drops the
+// members whose leases ended, then adds its own unless the client is at
+// its cap, in one script; each replica renews all of its waiters' leases
+// in one pipelined round trip every third of a lease; so the waiters of
+// a replica that died leave the count when their leases end. Each call
+// waits as a control call does and is judged by the breaker; an error
+// means the replica counts on its own meanwhile.
+//
 // # Clients and REDIS_URL
 //
 // A client for New must have ContextTimeoutEnabled set, or go-redis
@@ -150,7 +164,7 @@
 // Registered on Options.Metrics, under the cache's names (package cache
 // lists them all):
 //
-//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate, rate
+//	prodapi_cache_redis_errors_total{op}             get, set, del, lease, invalidate, rate, waiters
 //	prodapi_cache_redis_duration_seconds{op}         get, set, del, gens, lease, rate
 //	prodapi_cache_redis_breaker_state                0 closed, 0.5 half-open, 1 open
 //	prodapi_cache_writes_dropped_total{reason}       queue_full, breaker_open, closed

@@ -27,7 +27,7 @@ func newMetrics(m *metrics.Metrics) *series {
 		s = newSeries(m)
 		// At 0 from the start, so that rate() over them has data
 		// before their first event.
-		for _, op := range []string{"get", "set", "del", "lease", "invalidate", "rate"} {
+		for _, op := range []string{"get", "set", "del", "lease", "invalidate", "rate", "waiters"} {
 			s.redisErrors.Declare(op)
 		}
 		for _, reason := range []string{"queue_full", "breaker_open", "closed"} {
@@ -47,7 +47,7 @@ func newMetrics(m *metrics.Metrics) *series {
 func newSeries(m *metrics.Metrics) *series {
 	return &series{
 		redisErrors: m.Counter("prodapi_cache_redis_errors_total",
-			"Redis calls that failed or timed out, by operation (get: a value or the generations of its tags; set, del; lease: a fleet load lease taken or released; invalidate: generations set or an invalidation published; rate: a charge to a client's rate limit); each became a miss, a skipped write, an invalidation of this replica only or a limit counted by this replica alone.",
+			"Redis calls that failed or timed out, by operation (get: a value or the generations of its tags; set, del; lease: a fleet load lease taken or released; invalidate: generations set or an invalidation published; rate: a charge to a client's rate limit; waiters: a client's waiters joined, renewed or left); each became a miss, a skipped write, an invalidation of this replica only, or a limit or waiters counted by this replica alone.",
 			"op"),
 		writesDropped: m.Counter("prodapi_cache_writes_dropped_total",
 			"Redis writes not made, by reason (queue_full, breaker_open, closed).",

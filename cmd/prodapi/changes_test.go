@@ -94,6 +94,16 @@ type feedServer struct {
 
 func newFeedServer(t *testing.T, log changes.Log, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFeedServerOn(t, ln, log, maxConns, heartbeat, env...)
+}
+
+// newFeedServerOn is newFeedServer on ln.
+func newFeedServerOn(t *testing.T, ln net.Listener, log changes.Log, maxConns int, heartbeat time.Duration, env ...string) *feedServer {
+	t.Helper()
 	vars := map[string]string{"PRODAPI_AUTH_ENABLED": "false"}
 	for i := 0; i+1 < len(env); i += 2 {
 		vars[env[i]] = env[i+1]
@@ -104,11 +114,8 @@ func newFeedServer(t *testing.T, log changes.Log, maxConns int, heartbeat time.D
 	}
 	m := metrics.NewMetrics()
 	srv := server.New(nil, server.Options{Metrics: m,
-		Changes: changes.New(log, changes.Options{Metrics: m, Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout})})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+		Changes: changes.New(log, changes.Options{Metrics: m, Heartbeat: heartbeat, WriteTimeout: cfg.ChangesWriteTimeout,
+			MaxPolls: cfg.ChangesMaxPolls, ClientMaxWaits: cfg.ClientMaxWaits})})
 	limit := newConnLimiter(maxConns, m)
 	hs := apiServer(cfg, srv, limit, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})

@@ -12,16 +12,23 @@ import (
 // A connLimiter caps the connections a server holds open
 // (PRODAPI_MAX_CONNS). Idle keep-alive connections cost memory and a
 // file descriptor each for up to the idle timeout; when the cap is
-// reached, a new connection closes the one idle the longest, and when
-// none is idle (every connection is busy or has not yet sent a request)
-// the new one is closed at once.
+// reached, a new connection closes the one idle the longest; when none
+// is idle, the /changes long poll that has waited the longest is
+// answered at once (its empty page, then its connection closes: evict);
+// and when there is none either (every connection is busy otherwise or
+// has not yet sent a request) the new one is closed at once.
 //
-// Wrap the listener with listener and set the server's ConnState to
-// connState.
+// Wrap the listener with listener, set the server's ConnState to
+// connState, and, for evict to find a long poll's connection, its
+// ConnContext to server.ConnContext.
 type connLimiter struct {
 	max  int
 	open *metrics.Gauge   // connections held
-	shed *metrics.Counter // reason: idle (an idle one closed for a new one), full (a new one refused)
+	shed *metrics.Counter // reason: idle (an idle one closed for a new one), poll (a long poll answered early for one), full (a new one refused)
+	// evict, when set, answers the long poll that has waited the longest
+	// at once and returns its connection as the listener gave it
+	// (server.Server.EndOldestPoll); nil when none waits.
+	evict func() net.Conn
 	// idleSeq orders the moments connections go idle: the one idle the
 	// longest has the smallest mark. A counter instead of a clock: a
 	// request's two state changes then cost no clock reading and no lock.
@@ -36,10 +43,12 @@ func newConnLimiter(max int, m *metrics.Metrics) *connLimiter {
 	if m != nil {
 		l.open = m.Gauge("prodapi_http_connections", "Client connections held open.")
 		l.shed = m.Counter("prodapi_http_connections_shed_total",
-			"Client connections closed by the PRODAPI_MAX_CONNS cap, by reason: idle (the longest idle one, for a new one), full (a new one, none being idle).",
+			"Client connections closed by the PRODAPI_MAX_CONNS cap, by reason: idle (the longest idle one, for a new one), "+
+				"poll (the longest waiting /changes long poll, answered early, for a new one, none being idle), full (a new one, none being idle and no long poll waiting).",
 			"reason")
-		l.shed.Declare("idle")
-		l.shed.Declare("full")
+		for _, reason := range []string{"idle", "poll", "full"} {
+			l.shed.Declare(reason)
+		}
 	}
 	return l
 }
@@ -66,35 +75,64 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit registers c, making room by closing the longest idle connection
-// when at the cap; it returns nil (and closes c) when there is no room.
+// admit registers c, making room when at the cap: by closing the longest
+// idle connection, else by answering the longest waiting long poll early
+// (its connection closes once answered, and no longer counts); it
+// returns nil (and closes c) when there is no room.
 func (l *connLimiter) admit(c net.Conn) net.Conn {
 	lc := &limitedConn{Conn: c, l: l}
 	l.mu.Lock()
-	var victim *limitedConn
+	var idle *limitedConn
 	if len(l.conns) >= l.max {
 		var oldest uint64
 		for k := range l.conns {
-			if mark := k.idle.Load(); mark != 0 && (victim == nil || mark < oldest) {
-				victim, oldest = k, mark
+			if mark := k.idle.Load(); mark != 0 && (idle == nil || mark < oldest) {
+				idle, oldest = k, mark
 			}
 		}
-		if victim == nil {
+		switch {
+		case idle != nil:
+			delete(l.conns, idle)
+		case l.evictPoll():
+		default:
 			l.mu.Unlock()
 			l.shed.Inc("full")
 			c.Close()
 			return nil
 		}
-		delete(l.conns, victim)
 	}
 	l.conns[lc] = struct{}{}
 	l.open.Set(float64(len(l.conns))) // under the lock: counts are published in order
 	l.mu.Unlock()
-	if victim != nil {
+	if idle != nil {
 		l.shed.Inc("idle")
-		victim.Close()
+		idle.Close()
 	}
 	return lc
+}
+
+// evictPoll answers the longest waiting long poll early, and lets its
+// connection go: it reports whether one of the connections held was.
+// Called with mu held (evict never calls back into the limiter).
+func (l *connLimiter) evictPoll() bool {
+	if l.evict == nil {
+		return false
+	}
+	for {
+		c := l.evict()
+		if c == nil {
+			return false
+		}
+		// A long poll whose connection is already leaving made no room:
+		// the next one.
+		if lc, ok := c.(*limitedConn); ok && lc.l == l {
+			if _, held := l.conns[lc]; held {
+				delete(l.conns, lc)
+				l.shed.Inc("poll")
+				return true
+			}
+		}
+	}
 }
 
 // connState is the http.Server's ConnState hook: it tells idle
@@ -153,6 +191,10 @@ func (c *limitedConn) CloseWrite() error {
 	}
 	return nil
 }
+
+// NetConn is the connection under the limiter's, for what a request
+// does to its own socket (a change stream's send buffer).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
 func (c *limitedConn) Close() error {
 	c.once.Do(func() { c.l.remove(c) })

@@ -476,10 +476,7 @@ func (s *service) openServer() {
 		TrustedProxies:     cfg.TrustedProxies,
 		Tracer:             tracer,
 		CursorSecret:       cursorKey,
-		Changes: changeshttp.New(changes, changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams,
-			WriteTimeout: cfg.ChangesWriteTimeout, Metrics: registry,
-			// Positions are sealed as cursors are, under a label of their own.
-			Secret: cursorKey, MinPositionWait: cfg.MinPositionWait}),
+		Changes:            changeshttp.New(changes, s.feedOptions()),
 
 		ReadyRequiresBackends: cfg.ReadyRequiresBackends,
 		Limits:                s.limits,
@@ -493,6 +490,21 @@ func (s *service) openServer() {
 	opsLimit := newConnLimiter(opsMaxConns, nil)
 	s.opsLn = opsLimit.listener(server.Listener(s.opsLn))
 	s.ops = opsServer(cfg, srv, opsLimit, logger)
+}
+
+// feedOptions are the options of /changes: its caps, the client's across
+// the fleet when it shares Redis.
+func (s *service) feedOptions() changeshttp.Options {
+	cfg := s.cfg
+	opts := changeshttp.Options{MaxStreams: cfg.ChangesMaxStreams, MaxPolls: cfg.ChangesMaxPolls,
+		ClientMaxWaits: cfg.ClientMaxWaits, MaxStreamAge: cfg.ChangesMaxStreamAge,
+		WriteTimeout: cfg.ChangesWriteTimeout, Metrics: s.registry,
+		// Positions are sealed as cursors are, under a label of their own.
+		Secret: s.cursorKey, MinPositionWait: cfg.MinPositionWait}
+	if s.tier.Enabled() {
+		opts.Fleet = s.tier
+	}
+	return opts
 }
 
 // opsMaxConns is the operator listener's connection allowance: kubelet's
@@ -661,11 +673,15 @@ func streamed(f *feed.Feed) bool {
 // apiServer is the http.Server of the API, srv's handler, on a listener
 // made by limit.listener(server.Listener(ln)): net/http's own plain-text
 // errors (malformed Host, oversized headers) leave in the error
-// envelope, and connections count against PRODAPI_MAX_CONNS.
+// envelope, and connections count against PRODAPI_MAX_CONNS, which
+// answers the oldest long poll early when no connection is idle.
 func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger *slog.Logger) *http.Server {
 	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ConnState:         limit.connState,
+		Handler:   srv.Handler(),
+		ConnState: limit.connState,
+		// A request's connection in its context: a change stream caps
+		// its send buffer, and the cap finds a long poll's connection.
+		ConnContext:       server.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -678,6 +694,9 @@ func apiServer(cfg config.Config, srv *server.Server, limit *connLimiter, logger
 	// Change streams and long polls end at once on Shutdown, which
 	// would otherwise wait for them.
 	hs.RegisterOnShutdown(srv.EndStreams)
+	// At the connection cap with none idle, the oldest long poll is
+	// answered early to make room.
+	limit.evict = srv.EndOldestPoll
 	return hs
 }
 

@@ -19,7 +19,8 @@
 //	stream      Accept: text/event-stream: the entries after since (or
 //	            Last-Event-ID), then each as it arrives, a comment after
 //	            every Heartbeat of silence, and a last "close" event when
-//	            the server ends it (the token expired, 410, 503)
+//	            the server ends it (the token expired, 410, 503; 503 with
+//	            a retry of 0 after MaxStreamAge)
 //
 // With include=doc, each insert, update and replace entry carries its
 // document as its detail answers the caller now (Caller.Docs), once this
@@ -37,6 +38,26 @@
 // it may not read were appended: an id is written only with an entry
 // the token may read, and a keepalive is a comment alone.
 //
+// # Waiters and their caps
+//
+// A stream, a long poll that waits and a min_position wait are waiters
+// (waiters.go): End ends them all at once, and each joins under caps. A
+// replica holds at most MaxStreams streams and MaxPolls long polls
+// (beyond, 503 with Retry-After); a client (Caller.Client) holds at most
+// ClientMaxWaits waiters of all three kinds (beyond, 429 with
+// Retry-After), counted across the fleet by a Fleet (the Redis tier:
+// each waiter a member with a lease its replica renews, so that a dead
+// replica's leave the count on their own), or on this replica without
+// one or while it fails. EndOldestPoll answers the longest waiting long
+// poll at once, for the server's connection cap. Refusals count in
+// prodapi_cap_refusals_total{cap}.
+//
+// A stream caps its socket's send buffer (64 KiB), so that a consumer
+// that stops reading blocks its writes within some 100 KB and
+// WriteTimeout drops it; and it lives MaxStreamAge at most (or until its
+// token expires, when sooner), so that its client reconnects and its
+// token, and the scopes it grants, are checked again.
+//
 // Long polls and streams are timed in prodapi_changes_wait_seconds and
 // prodapi_changes_stream_seconds, and leave the server's
 // prodapi_http_request_duration_seconds, whose latency they would swamp.
@@ -46,6 +67,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -106,6 +128,25 @@ type Options struct {
 	// (PRODAPI_CHANGES_MAX_STREAMS); 0 means 1000. Beyond it a new
 	// stream is refused with 503 and Retry-After.
 	MaxStreams int
+	// MaxPolls is the most long polls waiting at once
+	// (PRODAPI_CHANGES_MAX_POLLS); 0 means 1000. Beyond it a long poll
+	// that would wait is refused with 503 and Retry-After.
+	MaxPolls int
+	// ClientMaxWaits is the most event streams, long polls and
+	// min_position waits one client (Caller.Client) may hold at once
+	// (PRODAPI_CLIENT_MAX_WAITS), counted across the fleet by Fleet;
+	// 0: no cap. Beyond it a new one is refused with 429 and
+	// Retry-After.
+	ClientMaxWaits int
+	// Fleet counts each client's waiters across the replicas; nil: each
+	// replica counts its own, and a client may hold ClientMaxWaits on
+	// each.
+	Fleet Fleet
+	// MaxStreamAge is the longest an event stream lives
+	// (PRODAPI_CHANGES_MAX_STREAM_AGE): then it ends with a close event
+	// (503) and a retry of 0, and the client reconnects at once, its
+	// token checked anew. 0 means 1h.
+	MaxStreamAge time.Duration
 	// WriteTimeout bounds each write of a stream or of a long poll's
 	// answer (PRODAPI_CHANGES_WRITE_TIMEOUT), in place of the server's
 	// write timeout, which would cut them: a consumer that does not take
@@ -142,6 +183,8 @@ type Options struct {
 
 const (
 	defaultMaxStreams         = 1000
+	defaultMaxPolls           = 1000
+	defaultMaxStreamAge       = time.Hour
 	defaultStreamWriteTimeout = 10 * time.Second
 	defaultHeartbeat          = 15 * time.Second
 	defaultMinPositionWait    = 2 * time.Second
@@ -156,6 +199,7 @@ const (
 	msgChangesUnavailable = "The change log is temporarily unavailable. Please try again shortly."
 	msgTooManyStreams     = "This server cannot open another change stream now. Please try again shortly, or poll /changes with wait=."
 	msgStreamExpired      = "The token has expired: reconnect with a new token, sending Last-Event-ID."
+	msgStreamAge          = "This stream has been open for as long as a stream may be: reconnect now, sending Last-Event-ID (the token is checked again)."
 	msgBadToken           = "not a position of this change log: resume from the _meta.since (or the event id) of an answer, or take since=now"
 	msgBadInclude         = "include: doc is the only value (each entry then carries its document)"
 )
@@ -174,6 +218,12 @@ type Feed struct {
 func New(log Log, opts Options) *Feed {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = defaultMaxStreams
+	}
+	if opts.MaxPolls <= 0 {
+		opts.MaxPolls = defaultMaxPolls
+	}
+	if opts.MaxStreamAge <= 0 {
+		opts.MaxStreamAge = defaultMaxStreamAge
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = defaultStreamWriteTimeout
@@ -197,7 +247,7 @@ func New(log Log, opts Options) *Feed {
 		opts.SearchLag = defaultSearchLag
 	}
 	return &Feed{log: log, opts: opts, positions: newPositions(opts.Secret, opts.Now),
-		waiters: newWaiters(opts.MaxStreams), metrics: newChangeMetrics(opts.Metrics)}
+		waiters: newWaiters(opts), metrics: newChangeMetrics(opts.Metrics)}
 }
 
 // A Caller is the client of one /changes request, as the server that
@@ -225,6 +275,14 @@ type Caller interface {
 	// entry the caller may read is of a resource it may read. The error
 	// is the answer to give (the detail's own failure: 503, 504...).
 	Docs(ctx context.Context, refs []DocRef) ([][]byte, error)
+	// Client names the client whose cap (Options.ClientMaxWaits) the
+	// request's waits count against; "": none.
+	Client() string
+	// Conn is the connection the request came on, as the server
+	// accepted it; nil when unknown. A stream caps its send buffer
+	// (SetWriteBuffer, through the wrappers' NetConn), and EndOldestPoll
+	// returns a long poll's.
+	Conn() net.Conn
 }
 
 // A DocRef names the document of an entry.
@@ -269,6 +327,14 @@ func (f *Feed) Serve(w http.ResponseWriter, r *http.Request, c Caller) error {
 // the server's EndStreams, which calls it, is registered with its
 // RegisterOnShutdown.
 func (f *Feed) End() { f.waiters.drain() }
+
+// EndOldestPoll answers the long poll that has waited the longest at
+// once, with what it has (nothing: the empty page and its _meta.since),
+// on a connection that then closes, and returns that connection (nil
+// when no long poll waits): the server's connection cap
+// (PRODAPI_MAX_CONNS) makes room with it for a new connection when none
+// is idle.
+func (f *Feed) EndOldestPoll() net.Conn { return f.waiters.endOldestPoll() }
 
 // readable returns the resources c may read, in table order. A caller
 // that may read none is a 403.

@@ -142,6 +142,7 @@ func (cs *changesServer) serve(t *testing.T, log changes.Log, edit ...func(*chan
 	})
 	cs.Server = httptest.NewUnstartedServer(cs.srv.Handler())
 	cs.Config.RegisterOnShutdown(cs.srv.EndStreams)
+	cs.Config.ConnContext = server.ConnContext
 	cs.Start()
 	t.Cleanup(cs.Close)
 }
@@ -493,6 +494,7 @@ func TestChangesLongPoll(t *testing.T) {
 // An sseEvent is one event block of a stream.
 type sseEvent struct {
 	id, event, data string
+	retry           string
 	hasID           bool
 	comments        []string
 }
@@ -521,6 +523,8 @@ func readEvent(r *bufio.Reader) (sseEvent, error) {
 			ev.event = value
 		case "data":
 			ev.data = value
+		case "retry":
+			ev.retry = value
 		}
 	}
 }
@@ -703,6 +707,9 @@ func TestChangesStreamLimit(t *testing.T) {
 	if got := cs.metrics.Counter("prodapi_changes_streams_refused_total", "").Value(); got != 1 {
 		t.Errorf("refused %d", got)
 	}
+	if got := cs.capRefusals("changes_streams"); got != 1 {
+		t.Errorf("cap_refusals{changes_streams} = %d, want 1", got)
+	}
 }
 
 // Shutdown ends streams at once, rather than waiting for them to end.
@@ -798,6 +805,7 @@ func TestChangesMetricsDeclared(t *testing.T) {
 	cs.metrics.WriteText(&b)
 	for _, series := range []string{
 		`prodapi_changes_streams 0`,
+		`prodapi_changes_polls 0`,
 		`prodapi_changes_delivered_total{transport="json"} 0`,
 		`prodapi_changes_delivered_total{transport="sse"} 0`,
 		`prodapi_changes_delivery_lag_seconds_count{transport="sse"} 0`,
@@ -938,6 +946,19 @@ func (ft *fakeTimers) afterFunc(d time.Duration, f func()) func() bool {
 		delete(ft.pending, t)
 		return was
 	}
+}
+
+// count is the number of pending timers of d.
+func (ft *fakeTimers) count(d time.Duration) int {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	n := 0
+	for p := range ft.pending {
+		if p.d == d {
+			n++
+		}
+	}
+	return n
 }
 
 // fire waits for a pending timer of d, and runs it.

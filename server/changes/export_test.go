@@ -9,6 +9,9 @@ const (
 	MsgChangesUnavailable = msgChangesUnavailable
 	MsgTooManyStreams     = msgTooManyStreams
 	MsgStreamExpired      = msgStreamExpired
+	MsgStreamAge          = msgStreamAge
+	MsgTooManyPolls       = msgTooManyPolls
+	MsgTooManyWaits       = msgTooManyWaits
 	MsgBadToken           = msgBadToken
 	MsgBadInclude         = msgBadInclude
 	MsgNotApplied         = msgNotApplied

@@ -25,11 +25,14 @@ const (
 // held every entry up to it by then; SearchLag at most), and returns
 // that time: no list loaded before it may answer (zero for the others).
 //
+// The wait counts against client's cap (Options.ClientMaxWaits; "":
+// none), as a long poll does.
+//
 // Errors are answers: 400 for what is not a position, 410 for one that
-// does not open or that the log can no longer continue (resync), 503
-// for a log that cannot be read, time running out or the server
-// draining, and ctx's error when the client leaves.
-func (f *Feed) AtLeast(ctx context.Context, pos string, search bool) (storedAfter time.Time, err error) {
+// does not open or that the log can no longer continue (resync), 429 at
+// the client's cap, 503 for a log that cannot be read, time running out
+// or the server draining, and ctx's error when the client leaves.
+func (f *Feed) AtLeast(ctx context.Context, client, pos string, search bool) (storedAfter time.Time, err error) {
 	tok, issued, err := f.openPosition(pos, "min_position")
 	if err != nil {
 		if isGone(err) {
@@ -39,11 +42,15 @@ func (f *Feed) AtLeast(ctx context.Context, pos string, search bool) (storedAfte
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if leave, err := f.waiters.join(cancel, false); err != nil {
-		// The server drains: no wait, but what is applied already answers.
+	wt := &waiter{kind: waitPosition, client: client, cancel: cancel}
+	switch err := f.waiters.join(ctx, wt); {
+	case errors.Is(err, errDraining):
+		// No wait, but what is applied already answers.
 		cancel(err)
-	} else {
-		defer leave()
+	case err != nil:
+		return time.Time{}, f.refusal(err)
+	default:
+		defer f.waiters.leave(wt)
 	}
 	start := f.opts.Now()
 	stop := f.opts.AfterFunc(f.opts.MinPositionWait, func() { cancel(errNotApplied) })

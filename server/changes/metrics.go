@@ -18,6 +18,7 @@ const (
 const (
 	dropSlow        = "slow"        // a write did not complete in Options.WriteTimeout
 	dropExpired     = "expired"     // the token expired
+	dropMaxAge      = "max_age"     // the stream reached Options.MaxStreamAge
 	dropGone        = "gone"        // the stream's position can no longer be followed
 	dropUnavailable = "unavailable" // the log failed
 	dropShutdown    = "shutdown"    // the server drains
@@ -27,6 +28,7 @@ const (
 // counts what it appends).
 type changeMetrics struct {
 	streams   metrics.GaugeSeries
+	polls     metrics.GaugeSeries
 	delivered *metrics.Counter
 	lag       *metrics.Histogram
 	dropped   *metrics.Counter
@@ -49,6 +51,7 @@ var waitBuckets = []float64{.1, .5, 1, 2.5, 5, 10, 15, 30, 45, 60, 90, 120, 300,
 func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 	cm := &changeMetrics{
 		streams: m.Gauge("prodapi_changes_streams", "Open /changes event streams.").Series(),
+		polls:   m.Gauge("prodapi_changes_polls", "/changes long polls waiting (at most PRODAPI_CHANGES_MAX_POLLS).").Series(),
 		delivered: m.Counter("prodapi_changes_delivered_total",
 			"Change-log entries written to clients, by transport: json (/changes answers, long polls included), sse (events of a stream).",
 			"transport"),
@@ -57,14 +60,14 @@ func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 			lagBuckets, "transport"),
 		dropped: m.Counter("prodapi_changes_consumers_dropped_total",
 			"Event streams the server ended, by reason: slow (a write did not complete within PRODAPI_CHANGES_WRITE_TIMEOUT), "+
-				"expired (the token expired), gone (the stream's position can no longer be followed), unavailable (the log or a document failed), "+
+				"expired (the token expired), max_age (the stream reached PRODAPI_CHANGES_MAX_STREAM_AGE: the client reconnects at once), gone (the stream's position can no longer be followed), unavailable (the log or a document failed), "+
 				"shutdown (the server drained).",
 			"reason"),
 		gone: m.Counter("prodapi_changes_gone_total",
 			"/changes requests and streams, and reads with min_position, answered 410: a position that can no longer be followed "+
 				"(older than the changes kept, past the log's end after it lost entries, or sealed under another secret).").Series(),
 		refused: m.Counter("prodapi_changes_streams_refused_total",
-			"Event streams refused with 503: PRODAPI_CHANGES_MAX_STREAMS were open, or the server was draining.").Series(),
+			"Event streams refused with 503: PRODAPI_CHANGES_MAX_STREAMS were open (counted in prodapi_cap_refusals_total{cap=\"changes_streams\"} too), or the server was draining.").Series(),
 		pollTime: m.Histogram("prodapi_changes_wait_seconds",
 			"Whole duration of /changes long polls (GET with wait=), from the request to its answer written; "+
 				"they are not in prodapi_http_request_duration_seconds.",
@@ -79,7 +82,7 @@ func newChangeMetrics(m *metrics.Metrics) *changeMetrics {
 		cm.delivered.Add(0, t)
 		cm.lag.Observer(t)
 	}
-	for _, r := range []string{dropSlow, dropExpired, dropGone, dropUnavailable, dropShutdown} {
+	for _, r := range []string{dropSlow, dropExpired, dropMaxAge, dropGone, dropUnavailable, dropShutdown} {
 		cm.dropped.Add(0, r)
 	}
 	return cm

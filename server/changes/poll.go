@@ -31,7 +31,7 @@ func (f *Feed) poll(w http.ResponseWriter, r *http.Request, c Caller, p *changeP
 		return f.logError(err)
 	}
 	if len(entries) == 0 && waits {
-		entries, next, err = f.longPoll(r, c, p, next)
+		entries, next, err = f.longPoll(w, r, c, p, next)
 		// The server's write timeout has run since the request came: the
 		// answer gets its own.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(f.opts.WriteTimeout))
@@ -68,16 +68,29 @@ var errWaitOver = errors.New("changes: the long poll's time is over")
 // longPoll waits up to p.wait seconds, and no longer than the caller's
 // token lives, for entries after since that the request may see, and
 // returns them, or none and the position to resume from when the time is
-// over or the server drains. A log that cannot be read ends it at once
-// with the log's error: an outage is never answered as a quiet newsroom.
-func (f *Feed) longPoll(r *http.Request, c Caller, p *changeParams, since string) ([]sources.LogEntry, string, error) {
+// over, the server drains, or the connection cap answers it early
+// (EndOldestPoll: its connection then closes). A log that cannot be read
+// ends it at once with the log's error: an outage is never answered as a
+// quiet newsroom. A long poll over a cap (the client's, 429; the
+// replica's, 503) is refused.
+func (f *Feed) longPoll(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams, since string) ([]sources.LogEntry, string, error) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	leave, err := f.waiters.join(cancel, false)
-	if err != nil {
-		return nil, since, nil // draining: answer at once
+	wt := &waiter{kind: waitPoll, client: c.Client(), conn: c.Conn(), cancel: cancel}
+	switch err := f.waiters.join(ctx, wt); {
+	case errors.Is(err, errDraining):
+		return nil, since, nil // answer at once
+	case err != nil:
+		return nil, since, f.refusal(err)
 	}
-	defer leave()
+	defer f.waiters.leave(wt)
+	f.metrics.polls.Inc()
+	defer f.metrics.polls.Dec()
+	defer func() {
+		if errors.Is(context.Cause(ctx), errEvicted) {
+			w.Header().Set("Connection", "close") // the room it was answered early for
+		}
+	}()
 	limit := time.Duration(p.wait) * time.Second
 	if left, ok := c.Expires(); ok && left < limit {
 		limit = max(left, 0) // the empty page, at the token's expiry

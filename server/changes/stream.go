@@ -4,70 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/prodapi/prodapi/server/httperr"
 )
-
-// Why a stream's context ended, when the server ended it.
-var (
-	errTokenExpired = errors.New("changes: the stream's token expired")
-	errDraining     = errors.New("changes: the server drains")
-	errStreamLimit  = errors.New("changes: too many change streams")
-)
-
-// waiters are the /changes requests that wait, event streams (at most
-// max) and long polls, so that End can end them at once.
-type waiters struct {
-	max int
-
-	mu       sync.Mutex
-	streams  int
-	draining bool
-	ends     map[*context.CancelCauseFunc]struct{}
-}
-
-func newWaiters(max int) *waiters {
-	return &waiters{max: max, ends: map[*context.CancelCauseFunc]struct{}{}}
-}
-
-// join registers a waiter, which End ends with cancel(errDraining).
-// It fails while the server drains, or for a stream when max are open.
-func (ws *waiters) join(cancel context.CancelCauseFunc, stream bool) (leave func(), err error) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	switch {
-	case ws.draining:
-		return nil, errDraining
-	case stream && ws.streams >= ws.max:
-		return nil, errStreamLimit
-	}
-	if stream {
-		ws.streams++
-	}
-	key := &cancel
-	ws.ends[key] = struct{}{}
-	return func() {
-		ws.mu.Lock()
-		defer ws.mu.Unlock()
-		delete(ws.ends, key)
-		if stream {
-			ws.streams--
-		}
-	}, nil
-}
-
-func (ws *waiters) drain() {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	ws.draining = true
-	for end := range ws.ends {
-		(*end)(errDraining)
-	}
-}
 
 // stream answers /changes as Server-Sent Events: the entries after
 // since, then each one as it arrives, with a comment after every
@@ -79,15 +22,15 @@ func (ws *waiters) drain() {
 func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *changeParams) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	leave, err := f.waiters.join(cancel, true)
-	if err != nil {
-		return f.refuse(err)
+	wt := &waiter{kind: waitStream, client: c.Client(), cancel: cancel}
+	if err := f.waiters.join(ctx, wt); err != nil {
+		return f.refusal(err)
 	}
-	defer leave()
+	defer f.waiters.leave(wt)
 	// The first read answers in the envelope when it fails (410, 503).
 	entries, next, err := f.read(ctx, p.from, p)
 	if errors.Is(context.Cause(ctx), errDraining) {
-		return f.refuse(errDraining)
+		return f.refusal(errDraining)
 	}
 	if err != nil {
 		return f.logError(err)
@@ -95,15 +38,21 @@ func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *chang
 	// So does the first page's documents.
 	pg, err := f.newPage(ctx, c, p, entries, next)
 	if errors.Is(context.Cause(ctx), errDraining) {
-		return f.refuse(errDraining)
+		return f.refusal(errDraining)
 	}
 	if err != nil {
 		return f.logError(err)
 	}
-	if left, ok := c.Expires(); ok {
-		stop := f.opts.AfterFunc(left, func() { cancel(errTokenExpired) })
-		defer stop()
+	// It lives until its token expires or for MaxStreamAge, whichever
+	// ends first: then the client reconnects, and its token is checked
+	// again.
+	life, why := f.opts.MaxStreamAge, errStreamAge
+	if left, ok := c.Expires(); ok && left <= life {
+		life, why = left, errTokenExpired
 	}
+	stop := f.opts.AfterFunc(life, func() { cancel(why) })
+	defer stop()
+	limitSendBuffer(c.Conn())
 	c.Waits()
 	opened := time.Now()
 	defer func() { f.metrics.streamTime.Observe(time.Since(opened).Seconds()) }()
@@ -124,12 +73,28 @@ func (f *Feed) stream(w http.ResponseWriter, r *http.Request, c Caller, p *chang
 	return st.run(ctx, p.from, pg)
 }
 
-// refuse is the 503 of a stream that cannot open: the server holds as
-// many as it may (errStreamLimit), or drains (errDraining).
-func (f *Feed) refuse(why error) error {
-	f.metrics.refused.Inc()
-	return &httperr.Error{Status: http.StatusServiceUnavailable, Msg: msgTooManyStreams, Err: why,
-		Header: http.Header{"Retry-After": {"5"}}}
+// streamSendBuffer is the kernel send buffer of a stream's connection
+// (SO_SNDBUF, which Linux doubles for its bookkeeping): a consumer that
+// stops reading blocks the stream's writes once about this much waits
+// for it, and WriteTimeout then drops it, rather than after the
+// megabytes the kernel's autotuning would queue.
+const streamSendBuffer = 64 << 10
+
+// limitSendBuffer caps the send buffer of c, found under the listener's
+// wrappers (their NetConn); a connection that has none to set (not
+// TCP, or unknown) is left as it is.
+func limitSendBuffer(c net.Conn) {
+	for c != nil {
+		if b, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+			_ = b.SetWriteBuffer(streamSendBuffer) // best effort: WriteTimeout still bounds the stream
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = u.NetConn()
+	}
 }
 
 // An eventStream writes one stream's events.
@@ -273,7 +238,20 @@ var keepaliveComment = []byte(": keepalive\n\n")
 // close writes the last event, "close", whose data is the error envelope
 // saying why the stream ends.
 func (st *eventStream) close(status int, msg string) {
-	b := append(st.buf[:0], "event: close\ndata: "...)
+	st.closeRetry(status, msg, "")
+}
+
+// closeRetry writes the last event, with a retry field when retry is not
+// empty: how many milliseconds an EventSource waits before it
+// reconnects.
+func (st *eventStream) closeRetry(status int, msg, retry string) {
+	b := st.buf[:0]
+	if retry != "" {
+		b = append(b, "retry: "...)
+		b = append(b, retry...)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: close\ndata: "...)
 	b = append(b, httperr.Body(status, msg)...)
 	b = append(b, "\n\n"...)
 	st.write(b) // the stream ends whether this arrives or not
@@ -307,15 +285,20 @@ func (st *eventStream) dropped(err error) error {
 	return fmt.Errorf("changes: change stream dropped: %w", err)
 }
 
-// ended ends a stream whose context ended: the token expired (a close
-// event says so), the server drains (nothing more is written), or the
-// client went away.
+// ended ends a stream whose context ended: the token expired or the
+// stream reached MaxStreamAge (a close event says so), the server drains
+// (nothing more is written), or the client went away.
 func (st *eventStream) ended(ctx context.Context) error {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errTokenExpired):
 		st.f.metrics.dropped.Inc(dropExpired)
 		st.close(http.StatusUnauthorized, msgStreamExpired)
+	case errors.Is(cause, errStreamAge):
+		// Reconnect at once (Retry-After: 0): the new request's token
+		// is checked, its scopes read anew.
+		st.f.metrics.dropped.Inc(dropMaxAge)
+		st.closeRetry(http.StatusServiceUnavailable, msgStreamAge, "0")
 	case errors.Is(cause, errDraining):
 		st.f.metrics.dropped.Inc(dropShutdown)
 	default:

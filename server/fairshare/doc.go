@@ -83,5 +83,5 @@
 // # Metrics
 //
 //	prodapi_rate_limited_total{client}   429s at a rate limit: the clients with a limit of their own by name, all others "other"
-//	prodapi_cap_refusals_total{cap}      429s at a cap: client_loads here (the other caps' owners declare theirs)
+//	prodapi_cap_refusals_total{cap}      429s at a cap: client_loads here (metrics.CapRefusals declares every cap)
 package fairshare

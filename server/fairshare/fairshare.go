@@ -159,12 +159,9 @@ func New(opts Options) (*Limiter, error) {
 		limited = opts.Metrics.Counter("prodapi_rate_limited_total",
 			"Requests answered 429 at a rate limit, by client: the clients with a limit of their own (PRODAPI_RATE_LIMIT_CLIENTS) by name, every other client, and addresses refused before authentication, as other.",
 			"client")
-		caps = opts.Metrics.Counter("prodapi_cap_refusals_total",
-			"Requests refused at a cap, by cap: client_loads (a client's backend loads in flight, PRODAPI_CLIENT_MAX_LOADS) and client_waits (its event streams and long polls, PRODAPI_CLIENT_MAX_WAITS), answered 429; changes_polls and changes_streams (the replica's long polls and event streams, PRODAPI_CHANGES_MAX_POLLS and PRODAPI_CHANGES_MAX_STREAMS), answered 503.",
-			"cap")
+		caps = opts.Metrics.CapRefusals()
 	}
-	caps.Declare("client_loads")
-	l.capRefusals = caps.Series("client_loads")
+	l.capRefusals = caps.Series(metrics.CapClientLoads)
 	series := func(label string) metrics.CounterSeries {
 		limited.Declare(label)
 		return limited.Series(label)

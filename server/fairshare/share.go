@@ -31,15 +31,15 @@ const (
 )
 
 func clientKey(name string) key        { return key{kind: kindClient, name: name} }
-func anonymousKey(addr netip.Addr) key { return key{kind: kindAnonymous, addr: hostOf(addr)} }
-func addressKey(addr netip.Addr) key   { return key{kind: kindAddress, addr: hostOf(addr)} }
+func anonymousKey(addr netip.Addr) key { return key{kind: kindAnonymous, addr: Host(addr)} }
+func addressKey(addr netip.Addr) key   { return key{kind: kindAddress, addr: Host(addr)} }
 
 // byAddress reports whether k is an address's: bounded in number.
 func (k key) byAddress() bool { return k.kind != kindClient }
 
-// hostOf is the address a limit counts addr under: itself for IPv4, its
+// Host is the address a limit counts addr under: itself for IPv4, its
 // /64 for IPv6 (what one host is usually given).
-func hostOf(addr netip.Addr) netip.Addr {
+func Host(addr netip.Addr) netip.Addr {
 	addr = addr.Unmap()
 	if addr.Is4() {
 		return addr

@@ -121,6 +121,33 @@ func (m *Metrics) SourceQueries() *Queries {
 	}
 }
 
+// The caps whose refusals prodapi_cap_refusals_total counts, its cap
+// label: a client's own, answered 429, and a replica's, answered 503.
+const (
+	CapClientLoads    = "client_loads"    // a client's backend loads in flight (PRODAPI_CLIENT_MAX_LOADS)
+	CapClientWaits    = "client_waits"    // a client's event streams and long polls (PRODAPI_CLIENT_MAX_WAITS)
+	CapChangesPolls   = "changes_polls"   // the replica's long polls (PRODAPI_CHANGES_MAX_POLLS)
+	CapChangesStreams = "changes_streams" // the replica's event streams (PRODAPI_CHANGES_MAX_STREAMS)
+)
+
+// Caps lists every cap, in the order CapRefusals declares them.
+var Caps = [...]string{CapClientLoads, CapClientWaits, CapChangesPolls, CapChangesStreams}
+
+// CapRefusals returns prodapi_cap_refusals_total{cap}, the requests
+// refused at a cap, with every cap's series at 0 from the start: the one
+// declaration every part that refuses at a cap shares.
+func (m *Metrics) CapRefusals() *Counter {
+	c := m.Counter("prodapi_cap_refusals_total",
+		"Requests refused at a cap, by cap: client_loads (a client's backend loads in flight, PRODAPI_CLIENT_MAX_LOADS) and "+
+			"client_waits (its event streams, long polls and min_position waits, PRODAPI_CLIENT_MAX_WAITS), answered 429; "+
+			"changes_polls and changes_streams (the replica's long polls and event streams, PRODAPI_CHANGES_MAX_POLLS and PRODAPI_CHANGES_MAX_STREAMS), answered 503.",
+		"cap")
+	for _, name := range Caps {
+		c.Declare(name)
+	}
+	return c
+}
+
 // lookup returns the metric registered under name, or registers the one
 // make returns. A name registered as another kind, or a registration
 // client_golang refuses, is a programming error, caught at start-up.

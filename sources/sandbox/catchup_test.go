@@ -62,12 +62,22 @@ func TestLiveCatchUp(t *testing.T) {
 	if err := l.CatchUp(ctx, entries); err != nil {
 		t.Errorf("a view that has the entries' versions: %v", err)
 	}
-	// This replica has not seen the edit yet.
+	// This replica has not seen the edit yet, and Run has not started:
+	// CatchUp waits for it, until its context ends.
 	l.cur.Store(old)
-	if err := l.CatchUp(ctx, entries); !errors.Is(err, errNotWatching) {
-		t.Errorf("behind, with Run not running: %v, want errNotWatching", err)
+	early, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.CatchUp(early, entries); !errors.Is(err, context.Canceled) {
+		t.Errorf("behind, before Run starts: %v, want the context's end", err)
 	}
 
+	// Catch-ups asked before Run starts (the follower's, at start) wait
+	// for it, then share its reload with those asked after.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 2 {
+		wg.Go(func() { errs <- l.CatchUp(ctx, entries) })
+	}
 	var mu sync.Mutex
 	var reported []sources.Change
 	runCtx, stop := context.WithCancel(ctx)
@@ -84,9 +94,7 @@ func TestLiveCatchUp(t *testing.T) {
 		defer l.mu.Unlock()
 		return l.running
 	})
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
+	for range 2 {
 		wg.Go(func() { errs <- l.CatchUp(ctx, entries) })
 	}
 	wg.Wait()

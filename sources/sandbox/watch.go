@@ -40,8 +40,12 @@ type Live struct {
 
 	ask     chan struct{} // one pending signal: CatchUp wants a reload
 	mu      sync.Mutex
-	running bool   // Run is running: it makes the reloads CatchUp asks for
-	wanted  *asked // a reload asked for, not begun yet; nil: none
+	running bool // Run is running: it makes the reloads CatchUp asks for
+	// started is closed once Run first runs: a CatchUp made before (the
+	// change log's follower, at start) waits for it.
+	started     chan struct{}
+	startedOnce sync.Once
+	wanted      *asked // a reload asked for, not begun yet; nil: none
 }
 
 // asked is a reload CatchUp asked for: done is closed once Run has made
@@ -78,7 +82,7 @@ func OpenLive(dir string, opts Options, log *slog.Logger) (*Live, error) {
 		w.Close()
 		return nil, fmt.Errorf("sandbox: watching %s: %w", dir, err)
 	}
-	l := &Live{dir: dir, opts: opts, w: w, log: log, ask: make(chan struct{}, 1)}
+	l := &Live{dir: dir, opts: opts, w: w, log: log, ask: make(chan struct{}, 1), started: make(chan struct{})}
 	l.cur.Store(s)
 	return l, nil
 }
@@ -100,6 +104,7 @@ func (l *Live) Run(ctx context.Context, report func(context.Context, []sources.C
 	}
 	l.running = true
 	l.mu.Unlock()
+	l.startedOnce.Do(func() { close(l.started) })
 	defer l.stopped()
 	var timer *time.Timer
 	var fire <-chan time.Time
@@ -182,12 +187,19 @@ func (l *Live) stopped() {
 // other reload's (to the cache and the change log). Concurrent calls
 // share one reload that began after they asked. Entries of no Version
 // are taken as served. A reload that fails is CatchUp's error (the
-// caller retries), as is Run not running. A reload that succeeds but
+// caller retries), as is Run having stopped; before Run first runs (at
+// start, when the log's follower reads what was appended before this
+// replica), CatchUp waits for it, until ctx ends. A reload that succeeds but
 // still does not have a version (the document changed again since) is
 // no error: the newer version's entry follows.
 func (l *Live) CatchUp(ctx context.Context, entries []sources.LogEntry) error {
 	if !l.behind(entries) {
 		return nil
+	}
+	select {
+	case <-l.started:
+	case <-ctx.Done():
+		return fmt.Errorf("sandbox: catching up with the change log before the directory is watched: %w", ctx.Err())
 	}
 	l.mu.Lock()
 	if !l.running {

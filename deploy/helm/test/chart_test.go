@@ -395,13 +395,27 @@ func TestServiceMonitor(t *testing.T) {
 	}
 }
 
+// A refusal is values the chart must not render, and words its error
+// must hold.
+type refusal struct {
+	name   string
+	values map[string]any
+	want   string
+}
+
+// checkRefusals renders each case and wants it refused, in its words.
+func checkRefusals(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tc := range cases {
+		if _, err := render(t, chartDir, tc.values); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q in it", tc.name, err, tc.want)
+		}
+	}
+}
+
 // The chart refuses what cannot work rather than rendering it.
 func TestRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		values map[string]any
-		want   string
-	}{
+	checkRefusals(t, []refusal{
 		{"no secret", map[string]any{"publicURL": publicURL, "mongo": withSecret["mongo"], "elasticsearch": withSecret["elasticsearch"]}, "set auth.existingSecret"},
 		{"no public URL", map[string]any{"auth": withSecret["auth"], "mongo": withSecret["mongo"], "elasticsearch": withSecret["elasticsearch"]}, "publicURL is required"},
 		{"drain longer than the grace period", with(map[string]any{"shutdownGraceSeconds": 30}),
@@ -414,12 +428,7 @@ func TestRefusals(t *testing.T) {
 		{"an Ingress without hosts", with(map[string]any{"ingress": map[string]any{"enabled": true}}), "ingress.hosts"},
 		{"an HTTPRoute without a Gateway", with(map[string]any{"httpRoute": map[string]any{"enabled": true}}), "httpRoute.parentRefs"},
 		{"a memory limit GOMEMLIMIT cannot read", with(map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "512MB"}}}), "goMemLimitPercent"},
-	} {
-		_, err := render(t, chartDir, tc.values)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
-		}
-	}
+	})
 	// With auth off, no secret is needed, and prodapi is told.
 	objs := renderAndDecode(t, with(map[string]any{"auth": map[string]any{"enabled": false}}))
 	c := one[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0]
@@ -488,8 +497,8 @@ func TestLint(t *testing.T) {
 
 // loadsInProdapi checks the environment the chart gives the container
 // with prodapi's own loader: every variable a setting, every value valid,
-// nothing contradicting.
-func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
+// nothing contradicting. It returns the configuration loaded.
+func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) config.Config {
 	t.Helper()
 	vars := map[string]string{}
 	var names []string
@@ -502,10 +511,11 @@ func loadsInProdapi(t *testing.T, c corev1.Container, secret *corev1.Secret) {
 			vars[e.Name] = e.Value
 		}
 	}
-	_, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
+	cfg, err := config.LoadFrom(config.Env{Getenv: func(k string) string { return vars[k] }, Names: names})
 	if err != nil {
 		t.Errorf("prodapi refuses the chart's environment:\n%v", err)
 	}
+	return cfg
 }
 
 func envVar(t *testing.T, c corev1.Container, name string) corev1.EnvVar {

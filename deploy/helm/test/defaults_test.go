@@ -299,10 +299,20 @@ func TestOperatorListener(t *testing.T) {
 		t.Errorf("HTTPRoute timeouts %+v, want the request timeout off", r.Timeouts)
 	}
 
-	// At the default port prodapi listens there by itself.
-	if c := container(t, renderAndDecode(t, withSecret)); hasEnv(c, "PRODAPI_OPS_ADDR") {
-		t.Error("PRODAPI_OPS_ADDR written for the default port")
+	// Written at the default port too, as PORT is: the listener follows
+	// ops.port whatever prodapi's own default.
+	if got := envVar(t, container(t, renderAndDecode(t, withSecret)), "PRODAPI_OPS_ADDR").Value; got != ":5502" {
+		t.Errorf("PRODAPI_OPS_ADDR = %q at the default ops.port, want :5502", got)
 	}
+	// The ports are values, never env: the probes and the Services follow
+	// them. And no two listeners share one.
+	checkRefusals(t, []refusal{
+		{"env.PRODAPI_OPS_ADDR", with(map[string]any{"env": map[string]any{"PRODAPI_OPS_ADDR": ":6000"}}), "env.PRODAPI_OPS_ADDR is written from ops.port"},
+		{"env.PORT", with(map[string]any{"env": map[string]any{"PORT": "8080"}}), "env.PORT is written from port"},
+		{"the API's port twice", with(map[string]any{"ops": map[string]any{"port": 5500}}), "port (5500), ops.port (5500) must differ"},
+		{"the admin port twice", with(map[string]any{"admin": map[string]any{"enabled": true, "secret": adminSecret, "port": 5502}}),
+			"port (5500), ops.port (5502) and admin.port (5502) must differ"},
+	})
 }
 
 // GOGC is 400 by default, beside GOMEMLIMIT; 0 leaves Go's default, and

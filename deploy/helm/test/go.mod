@@ -72,6 +72,7 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/prodapi/prodapi v0.0.0
 	go.yaml.in/yaml/v3 v3.0.5
 	k8s.io/api v0.37.2

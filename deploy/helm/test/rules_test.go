@@ -72,6 +72,7 @@ func TestRulesFromValues(t *testing.T) {
 		"thresholds": map[string]any{
 			"errorPercent": 2, "latencySeconds": 2.5, "backendErrorPercent": 10, "redisErrorsPerSecond": 0.5,
 			"changeFeedLagSeconds": 120, "rateLimitedPerSecond": 5, "clientCapRefusalsPerSecond": 0.2,
+			"changeLogUnavailableMinutes": 15, "changeLogAppendErrorsPerSecond": 0.5, "changeLogApplyErrorsPerSecond": 0.25,
 		},
 	}}))
 	rules := map[string]monitoringv1.Rule{}
@@ -91,6 +92,8 @@ func TestRulesFromValues(t *testing.T) {
 		{"ProdapiChangeFeedLag", "> 120", ""},
 		{"ProdapiClientRateLimited", "> 5", ""},
 		{"ProdapiClientCapHit", "> 0.2", ""},
+		{"ProdapiChangeLogAppendErrors", "> 0.5", ""},
+		{"ProdapiChangeLogApplyErrors", "> 0.25", ""},
 	} {
 		r, ok := rules[tc.alert]
 		if !ok {
@@ -103,6 +106,10 @@ func TestRulesFromValues(t *testing.T) {
 		if !strings.Contains(r.Annotations["summary"], tc.summary) {
 			t.Errorf("%s: summary %q, want %q in it", tc.alert, r.Annotations["summary"], tc.summary)
 		}
+	}
+	// A replica that does not follow the log fires after the minutes asked.
+	if r := rules["ProdapiChangeLogUnavailable"]; r.For == nil || *r.For != "15m" || !strings.Contains(r.Annotations["description"], "for 15 minutes") {
+		t.Errorf("ProdapiChangeLogUnavailable: for %v, description %q: want 15m", r.For, r.Annotations["description"])
 	}
 	// Prometheus's own templates reach Prometheus as written.
 	if d := rules["ProdapiTargetDown"].Annotations["description"]; !strings.HasPrefix(d, "{{ $labels.instance }} ") {

@@ -102,3 +102,8 @@ allowReplicasWithoutRedis.
 {{- define "prodapi.preStopSleep" -}}
 {{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}{{ int .Values.preStopSleepSeconds }}{{ else }}0{{ end }}
 {{- end }}
+
+{{/* prodapi.rate: a rate value as the setting writes it; YAML's bare off (false) is off. */}}
+{{- define "prodapi.rate" -}}
+{{- if kindIs "bool" . }}off{{ else }}{{ . }}{{ end }}
+{{- end }}

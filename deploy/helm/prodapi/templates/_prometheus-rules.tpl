@@ -123,6 +123,45 @@ groups:
           description: For 15 minutes no replica has held the change-feed lease; entries refresh by TTL only.
           runbook_url: {{ $runbooks }}/ProdapiChangeFeedNoLeader.md
 
+      - alert: ProdapiChangeLogUnavailable
+        expr: prodapi_changes_following == 0
+        for: {{ $t.changeLogUnavailableMinutes }}m
+        labels:
+          severity: warning
+        annotations:
+          summary: A prodapi replica cannot read the change log, and answers /changes 503.
+          description: "{{`{{ $labels.instance }}`}} has not followed the change log for {{ $t.changeLogUnavailableMinutes }} minutes: its /changes answers and min_position reads are 503, and its event streams close."
+          runbook_url: {{ $runbooks }}/ProdapiChangeLogUnavailable.md
+
+      - alert: ProdapiChangeLogEpochEnded
+        expr: sum by (namespace, job) (increase(prodapi_changes_epochs_ended_total[15m])) > 0
+        labels:
+          severity: warning
+        annotations:
+          summary: The change log lost entries it had handed out, and every /changes client resyncs.
+          description: "The change log's epoch ended {{`{{ $value | humanize }}`}} times in 15 minutes: Redis lost entries clients had read (a restart on persistence lacking them, a failover to a replica lacking them), so every position is a 410 and every mirror walks the lists again."
+          runbook_url: {{ $runbooks }}/ProdapiChangeLogEpochEnded.md
+
+      - alert: ProdapiChangeLogAppendErrors
+        expr: sum by (namespace, job, source) (rate(prodapi_changes_append_errors_total[5m])) > {{ $t.changeLogAppendErrorsPerSecond }}
+        for: 10m
+        labels:
+          severity: warning
+        annotations:
+          summary: "prodapi cannot append the {{`{{ $labels.source }}`}} feed's changes to the change log."
+          description: "{{`{{ $value | humanize }}`}} appends per second from the {{`{{ $labels.source }}`}} feed have failed for 10 minutes: the feed retries them in order and holds every later change, so /changes clients see nothing new."
+          runbook_url: {{ $runbooks }}/ProdapiChangeLogAppendErrors.md
+
+      - alert: ProdapiChangeLogApplyErrors
+        expr: sum by (namespace, job, instance) (rate(prodapi_changes_apply_errors_total[5m])) > {{ $t.changeLogApplyErrorsPerSecond }}
+        for: 10m
+        labels:
+          severity: warning
+        annotations:
+          summary: A prodapi replica cannot apply the change log's entries to its cache.
+          description: "{{`{{ $labels.instance }}`}} has failed to apply change-log entries {{`{{ $value | humanize }}`}} times per second for 10 minutes: it retries the same entries, no later one counts as applied, and its /changes and min_position reads are 503."
+          runbook_url: {{ $runbooks }}/ProdapiChangeLogApplyErrors.md
+
       - alert: ProdapiLogLinesDropped
         expr: increase(prodapi_log_lines_dropped_total[15m]) > 0
         labels:
