@@ -23,13 +23,33 @@ import (
 // an exact copy of a newsroom that three replicas on one real
 // redis-server serve, through random edits and the failures of a real
 // deployment.
-const (
-	// convergeItems is the size of the newsroom: prodapi-seed -scale's
-	// copies of the sample, with their planning, events and assignments.
-	convergeItems = 2000
-	// convergeEdits is how many edits each run makes.
-	convergeEdits = 200
-)
+// convergeSize is the size of the runs: the newsroom's items
+// (prodapi-seed -scale's copies of the sample, with their planning,
+// events and assignments) and the edits each run makes. make test runs
+// 300 items and 40 edits a run, so that the five runs take about a
+// minute; PRODAPI_TEST_CONVERGE_ITEMS and PRODAPI_TEST_CONVERGE_EDITS
+// make them larger (2000 and 200: the full run, about fifteen minutes
+// here).
+func convergeSize(t *testing.T) (items, edits int) {
+	t.Helper()
+	items, edits = 300, 40
+	for _, v := range []struct {
+		name string
+		into *int
+		min  int
+	}{{"PRODAPI_TEST_CONVERGE_ITEMS", &items, 100}, {"PRODAPI_TEST_CONVERGE_EDITS", &edits, 20}} {
+		s := os.Getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < v.min {
+			t.Fatalf("%s=%q: want a number, at least %d", v.name, s, v.min)
+		}
+		*v.into = n
+	}
+	return items, edits
+}
 
 // convergeSeed is the seed of the runs' edits: PRODAPI_TEST_CONVERGE_SEED,
 // or a new one each run, logged so that a failure can be run again.
@@ -95,6 +115,7 @@ func scaledNewsroom(t *testing.T, items int) string {
 // append-only persistence in aof), the three replicas and the client.
 type convFixture struct {
 	t      *testing.T
+	edits  int // how many edits the run makes
 	room   *convRoom
 	redis  *realserver.Redis
 	aof    string
@@ -132,7 +153,7 @@ func (f *convFixture) refusedWrites() float64 {
 }
 
 // A convVariant is a failure a run goes through: before runs before each
-// edit n (1 to convergeEdits) and may break something or mend it; check
+// edit n (1 to the run's edits) and may break something or mend it; check
 // holds the run's counts to what the failure allows.
 type convVariant struct {
 	name   string
@@ -181,7 +202,7 @@ func noResync(f *convFixture, s convStats) {
 // client has applied entries read from it: the client resumes on another
 // with Last-Event-ID.
 func killReplica(f *convFixture, n int) {
-	if n != convergeEdits/2 {
+	if n != f.edits/2 {
 		return
 	}
 	eventually(f.t, "entries streamed from the replica the client reads", func() bool {
@@ -206,16 +227,16 @@ func restartRedis(lost bool) func(f *convFixture, n int) {
 	return func(f *convFixture, n int) {
 		t := f.t
 		switch {
-		case lost && n == convergeEdits/5:
+		case lost && n == f.edits/5:
 			saved = filepath.Join(t.TempDir(), "appendonlydir")
 			if out, err := exec.Command("cp", "-a", filepath.Join(f.aof, "appendonlydir"), saved).CombinedOutput(); err != nil {
 				t.Fatalf("copying the append-only files: %v %s", err, out)
 			}
-		case n == 2*convergeEdits/5:
+		case n == 2*f.edits/5:
 			f.refusals = f.refusedWrites()
 			f.redis.Kill()
 			<-f.redis.Done()
-		case n == 3*convergeEdits/5:
+		case n == 3*f.edits/5:
 			eventually(t, "a write refused while Redis is down", func() bool { return f.refusedWrites() > f.refusals })
 			if lost {
 				if err := os.RemoveAll(filepath.Join(f.aof, "appendonlydir")); err != nil {
@@ -240,16 +261,16 @@ func pauseWrites(f *convFixture, n int) {
 		}
 	}
 	switch {
-	case n == convergeEdits/2:
+	case n == f.edits/2:
 		f.refusals = f.refusedWrites()
 		pause()
-	case n > convergeEdits/2 && f.refusals >= 0:
+	case n > f.edits/2 && f.refusals >= 0:
 		if f.refusedWrites() > f.refusals {
 			f.refusals = -1 // seen: the pause runs out
 			return
 		}
 		pause()
-		if n == 3*convergeEdits/4 {
+		if n == 3*f.edits/4 {
 			eventually(f.t, "a write refused during the pause", func() bool { pause(); return f.refusedWrites() > f.refusals })
 			f.refusals = -1
 		}
@@ -257,9 +278,9 @@ func pauseWrites(f *convFixture, n int) {
 }
 
 // Three replicas on one real redis-server and a sandbox newsroom of
-// convergeItems items; a client mirroring it as the README says
+// convergeSize's items; a client mirroring it as the README says
 // (include=doc, the event stream, Last-Event-ID, a 410's resync). The
-// newsroom takes convergeEdits random edits (seeded, the seed logged):
+// newsroom takes convergeSize's random edits (seeded, the seed logged):
 // updates, inserts and deletes of items, desks, users, contacts,
 // planning, events and assignments, and edits that move links (an item's
 // assignment, an assignment's planning, a coverage's assignment, a
@@ -273,7 +294,7 @@ func pauseWrites(f *convFixture, n int) {
 // resync), and under a failover's CLIENT PAUSE 6000 WRITE.
 func TestFleetMirrorConverges(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three replicas, a newsroom of thousands of items and a real redis-server, five times")
+		t.Skip("three replicas on a real redis-server, through five runs of edits")
 	}
 	seed := convergeSeed(t)
 	t.Logf("seed %d (PRODAPI_TEST_CONVERGE_SEED=%d runs these edits again)", seed, seed)
@@ -285,8 +306,9 @@ func TestFleetMirrorConverges(t *testing.T) {
 // converge makes one run of v.
 func converge(t *testing.T, v convVariant, seed uint64) {
 	started := time.Now()
-	f := &convFixture{t: t, aof: t.TempDir(), auth: bearer(t, devSecret, sources.AllScopes...)}
-	dir := scaledNewsroom(t, convergeItems)
+	items, edits := convergeSize(t)
+	f := &convFixture{t: t, edits: edits, aof: t.TempDir(), auth: bearer(t, devSecret, sources.AllScopes...)}
+	dir := scaledNewsroom(t, items)
 	f.room = openConvRoom(t, dir, seed)
 	f.redis = startAOFRedis(t, f.aof, 0)
 	// One public URL for the fleet, as behind a load balancer: every
@@ -294,7 +316,7 @@ func converge(t *testing.T, v convVariant, seed uint64) {
 	f.fleet = startFleet(t, 3, dir, f.redis.URL(), "PRODAPI_URL", "http://prodapi.example")
 	f.live = []bool{true, true, true}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("CONV_DEBUG") != "" {
 			for i, in := range f.fleet {
 				t.Logf("replica %d's warnings:\n%s", i, warnings(in.stderr.String()))
 			}
@@ -312,7 +334,7 @@ func converge(t *testing.T, v convVariant, seed uint64) {
 	// passes between some edits, so that reloads, appends and the stream
 	// run all along the edits, not once at their end.
 	think := rand.New(rand.NewPCG(seed, 1))
-	for n := 1; n <= convergeEdits; n++ {
+	for n := 1; n <= f.edits; n++ {
 		if v.before != nil {
 			v.before(f, n)
 		}
