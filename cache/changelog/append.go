@@ -189,7 +189,7 @@ func (l *Log) appendRing(ctx context.Context, source string, changes []sources.C
 	l.mu.Lock()
 	l.reserved = last
 	l.mu.Unlock()
-	err := l.applyEntries(ctx, epoch, false, position{}, added)
+	err := l.applyEntries(ctx, epoch, false, false, position{}, added)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {

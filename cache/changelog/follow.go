@@ -116,7 +116,8 @@ func (l *Log) resync(ctx context.Context) error {
 		// The tail continues what was applied: what comes after it.
 		apply, flush = apply[t.after(prev)-t.head:], false
 	}
-	if err := l.applyEntries(ctx, st.Epoch, flush, t.from, apply); err != nil {
+	ended := epoch != "" && st.Epoch != epoch
+	if err := l.applyEntries(ctx, st.Epoch, ended, flush, t.from, apply); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -281,7 +282,7 @@ func (l *Log) follows(ctx context.Context) error {
 		if len(read) == 0 {
 			continue
 		}
-		if err := l.applyEntries(ctx, epoch, false, position{}, read); err != nil {
+		if err := l.applyEntries(ctx, epoch, false, false, position{}, read); err != nil {
 			return err
 		}
 		l.extend(read)
@@ -309,9 +310,14 @@ func (l *Log) extend(read []entry) {
 // every resource (at position from) when flush is set, and retries
 // until it succeeds or ctx ends: the log never counts an entry applied
 // that was not.
-func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from position, entries []entry) error {
+func (l *Log) applyEntries(ctx context.Context, epoch string, ended, flush bool, from position, entries []entry) error {
 	if l.opts.Apply == nil {
 		return nil
+	}
+	if ea, ok := l.opts.Apply.(EpochApplier); ok && ended {
+		if err := l.retryApply(ctx, 1, ea.EpochEnded); err != nil {
+			return err
+		}
 	}
 	var batch []sources.LogEntry
 	if flush {
@@ -328,15 +334,22 @@ func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from p
 	if len(batch) == 0 {
 		return nil
 	}
+	return l.retryApply(ctx, len(batch), func(ctx context.Context) error { return l.opts.Apply.ApplyEntries(ctx, batch) })
+}
+
+// retryApply calls apply (of n entries) until it succeeds or ctx ends,
+// each call bounded by applyTimeout, after a growing pause; failing for
+// applyGrace makes this replica unavailable until it succeeds.
+func (l *Log) retryApply(ctx context.Context, n int, apply func(context.Context) error) error {
 	pause := followBackoff
 	var since time.Time // of the first failure
 	for failures := 0; ; failures++ {
 		actx, cancel := context.WithTimeout(ctx, applyTimeout)
-		err := l.opts.Apply.ApplyEntries(actx, batch)
+		err := apply(actx)
 		cancel()
 		if err == nil {
 			if failures > 0 {
-				l.log.Info("changelog: applied the entries after failures", "entries", len(batch), "failures", failures)
+				l.log.Info("changelog: applied the entries after failures", "entries", n, "failures", failures)
 				l.applying(nil)
 			}
 			return nil
@@ -347,7 +360,7 @@ func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from p
 		l.m.applyErrors.Inc()
 		if failures == 0 {
 			since = l.now()
-			l.log.Warn("changelog: applying entries on this replica failed; retrying, and no later entry counts as applied before", "entries", len(batch), "error", err)
+			l.log.Warn("changelog: applying entries on this replica failed; retrying, and no later entry counts as applied before", "entries", n, "error", err)
 		} else {
 			l.log.Debug("changelog: applying entries failed again", "error", err)
 		}

@@ -255,6 +255,41 @@ func TestMiniredisLogLostTail(t *testing.T) {
 	}
 }
 
+// An epoch that ends under a follower is told to its applier
+// (EpochEnded) before the new epoch's entries, once, so that what was
+// written with the lost entries (the cache's shared invalidations) is
+// dropped too; the follower's first look at the stream is no ended
+// epoch, nor is an epoch it goes on following.
+func TestMiniredisLogEpochEnded(t *testing.T) {
+	m := miniredis.RunT(t)
+	a := newApplier()
+	l, _ := miniLog(t, m, Options{Apply: a})
+	_, start, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+	caughtUp(t, l, start, 2)
+	if n := a.ended.Load(); n != 0 {
+		t.Fatalf("EpochEnded called %d times while the epoch goes on", n)
+	}
+	rdb := realserver.RedisClient(m.Addr())
+	defer rdb.Close()
+	recs := streamRecords(t, rdb)
+	rewriteStream(t, rdb, recs[:len(recs)-1]) // d2 lost
+	expires(t, map[string]*Log{"l": l}, start)
+	testkit.Eventually(t, "the applier told of the ended epoch", func() bool { return a.ended.Load() == 1 })
+	_, now, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+	caughtUp(t, l, now, 1)
+	if n := a.ended.Load(); n != 1 {
+		t.Errorf("EpochEnded called %d times, want once", n)
+	}
+}
+
 // A tail lost before any follower read it ends the epoch too: the
 // replica that appended it looks for the newest entry it appended, its
 // follower after each read and its next append first. Here the one

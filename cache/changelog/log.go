@@ -37,6 +37,18 @@ type Applier interface {
 	ApplyEntries(ctx context.Context, entries []sources.LogEntry) error
 }
 
+// An EpochApplier is an Applier that also hears, before the entries of
+// a new epoch, that the epoch it followed ended under it: Redis lost the
+// stream or entries it had handed out. What the lost entries' appenders
+// wrote with them in the same Redis (cmd/prodapi: the cache's shared
+// invalidations) may be lost as well, so EpochEnded drops what every
+// replica shares, not only this one's. An error is retried, as
+// ApplyEntries's.
+type EpochApplier interface {
+	Applier
+	EpochEnded(ctx context.Context) error
+}
+
 // Options tune a Log. The zero value works.
 type Options struct {
 	// Retain is how long entries are kept (PRODAPI_CHANGES_RETAIN); 0
