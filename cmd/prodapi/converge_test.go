@@ -25,30 +25,23 @@ import (
 // deployment.
 // convergeSize is the size of the runs: the newsroom's items
 // (prodapi-seed -scale's copies of the sample, with their planning,
-// events and assignments) and the edits each run makes. make test runs
-// 300 items and 40 edits a run, so that the five runs take about a
-// minute; PRODAPI_TEST_CONVERGE_ITEMS and PRODAPI_TEST_CONVERGE_EDITS
-// make them larger (2000 and 200: the full run, about fifteen minutes
-// here).
-func convergeSize(t *testing.T) (items, edits int) {
+// events and assignments), the edits each run makes, and whether every
+// run is made. make test makes 300 items and 40 edits, and only the runs
+// that end with the client on another replica or another epoch (a
+// replica killed, a lost tail), in about a minute;
+// PRODAPI_TEST_CONVERGE=full makes the full run: 2000 items, 200 edits
+// and all five runs (about fifteen minutes here).
+func convergeSize(t *testing.T) (items, edits int, all bool) {
 	t.Helper()
-	items, edits = 300, 40
-	for _, v := range []struct {
-		name string
-		into *int
-		min  int
-	}{{"PRODAPI_TEST_CONVERGE_ITEMS", &items, 100}, {"PRODAPI_TEST_CONVERGE_EDITS", &edits, 20}} {
-		s := os.Getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < v.min {
-			t.Fatalf("%s=%q: want a number, at least %d", v.name, s, v.min)
-		}
-		*v.into = n
+	switch v := os.Getenv("PRODAPI_TEST_CONVERGE"); v {
+	case "":
+		return 300, 40, false
+	case "full":
+		return 2000, 200, true
+	default:
+		t.Fatalf("PRODAPI_TEST_CONVERGE=%q: want full or nothing", v)
+		return 0, 0, false
 	}
-	return items, edits
 }
 
 // convergeSeed is the seed of the runs' edits: PRODAPI_TEST_CONVERGE_SEED,
@@ -157,6 +150,7 @@ func (f *convFixture) refusedWrites() float64 {
 // holds the run's counts to what the failure allows.
 type convVariant struct {
 	name   string
+	quick  bool // made by make test too (see convergeSize)
 	before func(f *convFixture, n int)
 	check  func(f *convFixture, stats convStats)
 }
@@ -166,7 +160,7 @@ type convVariant struct {
 // tail), and a failover's write pause.
 var convVariants = []convVariant{
 	{name: "no failure", check: noResync},
-	{name: "a replica killed mid-stream", before: killReplica, check: func(f *convFixture, s convStats) {
+	{name: "a replica killed mid-stream", quick: true, before: killReplica, check: func(f *convFixture, s convStats) {
 		noResync(f, s)
 		after := 0
 		for i, n := range s.byReplica {
@@ -183,7 +177,7 @@ var convVariants = []convVariant{
 			f.t.Errorf("the client never saw the outage: %v", s)
 		}
 	}},
-	{name: "redis-server restarted on an append-only file lacking its tail", before: restartRedis(true), check: func(f *convFixture, s convStats) {
+	{name: "redis-server restarted on an append-only file lacking its tail", quick: true, before: restartRedis(true), check: func(f *convFixture, s convStats) {
 		if s.gone == 0 || s.syncs < 2 {
 			f.t.Errorf("the log lost entries, and the client got no 410 and resync: %v", s)
 		}
@@ -298,15 +292,21 @@ func TestFleetMirrorConverges(t *testing.T) {
 	}
 	seed := convergeSeed(t)
 	t.Logf("seed %d (PRODAPI_TEST_CONVERGE_SEED=%d runs these edits again)", seed, seed)
+	_, _, all := convergeSize(t)
 	for i, v := range convVariants {
-		t.Run(v.name, func(t *testing.T) { converge(t, v, seed+uint64(i)) })
+		t.Run(v.name, func(t *testing.T) {
+			if !all && !v.quick {
+				t.Skip("PRODAPI_TEST_CONVERGE=full makes this run")
+			}
+			converge(t, v, seed+uint64(i))
+		})
 	}
 }
 
 // converge makes one run of v.
 func converge(t *testing.T, v convVariant, seed uint64) {
 	started := time.Now()
-	items, edits := convergeSize(t)
+	items, edits, _ := convergeSize(t)
 	f := &convFixture{t: t, edits: edits, aof: t.TempDir(), auth: bearer(t, devSecret, sources.AllScopes...)}
 	dir := scaledNewsroom(t, items)
 	f.room = openConvRoom(t, dir, seed)
@@ -316,7 +316,7 @@ func converge(t *testing.T, v convVariant, seed uint64) {
 	f.fleet = startFleet(t, 3, dir, f.redis.URL(), "PRODAPI_URL", "http://prodapi.example")
 	f.live = []bool{true, true, true}
 	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("CONV_DEBUG") != "" {
+		if t.Failed() {
 			for i, in := range f.fleet {
 				t.Logf("replica %d's warnings:\n%s", i, warnings(in.stderr.String()))
 			}
