@@ -164,28 +164,8 @@ func follow(t testing.TB, base, auth, lastID string) *eventStream {
 // followWith is follow with more parameters (query, "&include=doc").
 func followWith(t testing.TB, base, query, auth, lastID string) *eventStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/prodapi/v1/changes?since=now"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", auth)
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		cancel()
-		res.Body.Close()
-		t.Fatalf("stream: %s", res.Status)
-	}
+	res, cancel := openChanges(t, base, "?since=now"+query, auth, lastID)
 	s := &eventStream{events: make(chan change, 1024), cancel: cancel}
-	t.Cleanup(cancel)
 	go func() { // ends when the stream does, or cancel
 		defer close(s.events)
 		defer res.Body.Close()
@@ -232,6 +212,36 @@ func (s *eventStream) until(t testing.TB, what string, seen func(change), done f
 			t.Fatalf("no %s within a minute", what)
 		}
 	}
+}
+
+// openChanges opens /changes on base as an event stream, with the query
+// given, from the position lastID (Last-Event-ID) when it is not "";
+// the stream must open (200). cancel (called at the test's end too)
+// closes it.
+func openChanges(t testing.TB, base, query, auth, lastID string) (*http.Response, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/prodapi/v1/changes"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", auth)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		cancel()
+		res.Body.Close()
+		t.Fatalf("the stream: %s", res.Status)
+	}
+	t.Cleanup(cancel)
+	return res, cancel
 }
 
 // startFleet starts n replicas over one sandbox directory and one Redis,

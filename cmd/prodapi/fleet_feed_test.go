@@ -31,28 +31,8 @@ type rawStream struct {
 // open (200).
 func openRawStream(t *testing.T, base, query, auth, lastID string) *rawStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/prodapi/v1/changes"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", auth)
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		cancel()
-		res.Body.Close()
-		t.Fatalf("the stream: %s", res.Status)
-	}
+	res, cancel := openChanges(t, base, query, auth, lastID)
 	s := &rawStream{lines: make(chan string, 1024), cancel: cancel}
-	t.Cleanup(cancel)
 	go func() { // ends when the stream does, or cancel
 		defer close(s.lines)
 		defer res.Body.Close()
