@@ -201,9 +201,15 @@ func (c *convClient) walk(ctx context.Context, base, resource string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range c.copy[resource] {
-		if _, ok := docs[id]; !ok {
-			c.deleted[resource+"/"+id] = true
+	// Every document of the resource the client knew of and the walk no
+	// longer finds is deleted: one in the copy, and one an entry's null
+	// doc dropped from it (whose delete entry a lost tail may have taken
+	// with it, the 410 that followed bringing this walk).
+	for key := range c.marks {
+		if id, ok := strings.CutPrefix(key, resource+"/"); ok {
+			if _, found := docs[id]; !found {
+				c.deleted[key] = true
+			}
 		}
 	}
 	for id, doc := range docs {
@@ -465,8 +471,13 @@ func (c *convClient) waitSeen(t *testing.T, edits []convEdit) {
 		if time.Now().After(deadline) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			t.Fatalf("the client has not seen %d of %d edits within 5 minutes: %v...\nits counts: %v\nits last entries: %q",
-				len(missing), len(edits), missing[:min(10, len(missing))], c.stats, c.recent)
+			var where []string
+			for _, e := range missing[:min(10, len(missing))] {
+				_, held := c.copy[e.resource][e.id]
+				where = append(where, fmt.Sprintf("%s: in the copy %v, newest edit seen %d, entries %d", e, held, c.marks[e.resource+"/"+e.id], c.stats.byDoc[e.resource+"/"+e.id]))
+			}
+			t.Fatalf("the client has not seen %d of %d edits within 5 minutes:\n%s\nits counts: %v\nits last entries: %q",
+				len(missing), len(edits), strings.Join(where, "\n"), c.stats, c.recent)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
