@@ -62,12 +62,16 @@ func (l *Log) appendStream(ctx context.Context, source string, changes []sources
 	if len(apps) == 0 {
 		return nil
 	}
+	if err := l.checkMine(ctx); err != nil {
+		return err
+	}
 	st, trimmed, ids, err := l.stream.StreamAppend(ctx, apps, redistier.StreamLimits{
 		MaxLen: int64(l.opts.MaxEntries), Retain: l.opts.Retain, SeenTTL: seenTTL,
 	})
 	if err != nil {
 		return err
 	}
+	l.noteMine(st.Epoch, apps, ids)
 	for i, added := range ids {
 		if added == nil {
 			l.m.duplicates.Inc(source)
@@ -78,6 +82,65 @@ func (l *Log) appendStream(ctx context.Context, source string, changes []sources
 	l.m.trimmed.Add(uint64(trimmed))
 	l.m.length.Set(float64(st.Length))
 	return nil
+}
+
+// checkMine looks, before an append, for the newest entry this replica
+// appended and its follower has not read: when the stream no longer
+// holds it (neither there nor trimmed), the stream lost its tail after
+// the entry was handed to it, maybe before any replica read it, and the
+// epoch ends before anything more goes into it (410 for every client,
+// which resyncs). Nothing to look for costs nothing; otherwise it costs
+// a round trip, while the follower is behind this replica's appends.
+func (l *Log) checkMine(ctx context.Context) error {
+	l.mu.RLock()
+	mine, epoch := l.mine, l.mineEpoch
+	l.mu.RUnlock()
+	if epoch == "" {
+		return nil
+	}
+	lk, ok, err := l.look(ctx, mine, true)
+	if err != nil {
+		return err
+	}
+	if ok && lk.st.Epoch == epoch {
+		if !lk.gone {
+			return nil // still there, or trimmed: the follower reads it
+		}
+		if err := l.renew(ctx, epoch, "an entry this replica appended is not in the stream, and was not trimmed", "entry", mine.pos.String()); err != nil {
+			return err
+		}
+	}
+	// The epoch ended, or the stream is gone (its next life is another
+	// epoch): nothing of this one is left to look for.
+	l.mu.Lock()
+	if l.mineEpoch == epoch && l.mine == mine {
+		l.mine, l.mineEpoch = entry{}, ""
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// noteMine keeps the newest entry an append added (ids, per change of
+// apps, the ids of its records) as this replica's newest, unless the
+// follower has read that far already.
+func (l *Log) noteMine(epoch string, apps []redistier.StreamAppend, ids [][]string) {
+	for i := len(ids) - 1; i >= 0; i-- {
+		added := ids[i]
+		if len(added) == 0 {
+			continue
+		}
+		e, ok := recordEntry(redistier.StreamRecord{ID: added[len(added)-1], Fields: apps[i].Records[len(added)-1]})
+		if !ok {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.mineEpoch != epoch || l.mine.pos.less(e.pos) {
+			l.mine, l.mineEpoch = e, epoch
+			l.confirmMine()
+		}
+		return
+	}
 }
 
 // seenKey names a document in the stream's seen keys: a hash, so that
@@ -126,7 +189,7 @@ func (l *Log) appendRing(ctx context.Context, source string, changes []sources.C
 	l.mu.Lock()
 	l.reserved = last
 	l.mu.Unlock()
-	err := l.applyEntries(ctx, epoch, false, position{}, added)
+	err := l.applyEntries(ctx, epoch, false, false, position{}, added)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {

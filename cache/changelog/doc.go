@@ -41,8 +41,17 @@
 //     client's, after a lost tail): the epoch ends with a
 //     compare-and-set on the old one (redistier.StreamRenew), by
 //     whichever replica finds it first. A trimmed gap is a 410 as well
-//     (the trim mark). Loss found by no replica and no client cannot
-//     matter: nobody holds a position in it.
+//     (the trim mark). Entries lost before any follower read them (every
+//     follower behind: an Apply slow, a sandbox reloading) are changes
+//     lost all the same: the replica that appended them keeps the newest
+//     it appended until its follower reads that far, and its follower
+//     (after each read) and its next Append (first) look for it, so
+//     that the epoch ends then too. What was written in Redis with the
+//     lost entries is lost with them (the cache's invalidations of their
+//     documents): a follower whose epoch ends under it tells its
+//     Applier first (EpochApplier; cmd/prodapi purges the whole cache,
+//     Redis's too), so that the clients' resyncs read nothing the lost
+//     entries had made obsolete.
 //   - Applied before handed out: a replica calls Options.Apply with each
 //     entry, in log order, before it serves the entry or counts it
 //     applied (WaitApplied: every entry up to a token is applied here;

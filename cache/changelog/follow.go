@@ -90,7 +90,7 @@ func (l *Log) resync(ctx context.Context) error {
 	}
 	l.mu.RLock()
 	epoch, prev, down := l.epoch, l.t.last, l.down
-	newest, held := l.t.newest()
+	newest, held := l.newestKnown(epoch)
 	l.mu.RUnlock()
 	same := epoch != "" && st.Epoch == epoch
 	if same {
@@ -116,7 +116,8 @@ func (l *Log) resync(ctx context.Context) error {
 		// The tail continues what was applied: what comes after it.
 		apply, flush = apply[t.after(prev)-t.head:], false
 	}
-	if err := l.applyEntries(ctx, st.Epoch, flush, t.from, apply); err != nil {
+	ended := epoch != "" && st.Epoch != epoch
+	if err := l.applyEntries(ctx, st.Epoch, ended, flush, t.from, apply); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -124,6 +125,7 @@ func (l *Log) resync(ctx context.Context) error {
 		l.log.Warn("changelog: the stream is in a new epoch (Redis lost it, or entries it had handed out): tokens from before it are expired", "epoch", st.Epoch)
 	}
 	l.epoch, l.t, l.down, l.downApplying = st.Epoch, t, nil, false
+	l.confirmMine()
 	l.moved()
 	l.mu.Unlock()
 	l.start()
@@ -135,10 +137,32 @@ func (l *Log) resync(ctx context.Context) error {
 	return nil
 }
 
+// newestKnown is the newest entry this replica knows the stream of epoch
+// held: the newest its follower read, or the newest it appended when the
+// follower has not read that far (ok is false when there is neither).
+// l.mu is held.
+func (l *Log) newestKnown(epoch string) (e entry, ok bool) {
+	newest, held := l.t.newest()
+	if l.mineEpoch != "" && l.mineEpoch == epoch && (!held || newest.pos.less(l.mine.pos)) {
+		return l.mine, true
+	}
+	return newest, held
+}
+
+// confirmMine forgets the newest entry this replica appended once its
+// follower has read the stream that far: the follower's own look at the
+// newest entry it holds covers it from then on. l.mu is held.
+func (l *Log) confirmMine() {
+	if l.mineEpoch != "" && l.mineEpoch == l.epoch && !l.t.last.less(l.mine.pos) {
+		l.mine, l.mineEpoch = entry{}, ""
+	}
+}
+
 // checkTail checks, when the follower reads the state of a stream of
 // the epoch it followed, that the stream still has what it read: its
 // last id no older than the follower's position, and the newest entry
-// the follower holds still there (unless trimmed). A stream that lost
+// the follower holds (or this replica appended, when newer) still there
+// (unless trimmed). A stream that lost
 // them (Redis restarted on persistence lacking its newest writes; a
 // failover to a replica lacking them) ends the epoch, and errLogFollow
 // has the follower read it again.
@@ -230,7 +254,7 @@ func (l *Log) follows(ctx context.Context) error {
 		}
 		l.mu.RLock()
 		epoch, last := l.epoch, l.t.last
-		newest, held := l.t.newest()
+		newest, held := l.newestKnown(epoch)
 		l.mu.RUnlock()
 		recs, err := l.stream.StreamRead(ctx, last.String(), followBlock, followCount)
 		if err != nil {
@@ -258,7 +282,7 @@ func (l *Log) follows(ctx context.Context) error {
 		if len(read) == 0 {
 			continue
 		}
-		if err := l.applyEntries(ctx, epoch, false, position{}, read); err != nil {
+		if err := l.applyEntries(ctx, epoch, false, false, position{}, read); err != nil {
 			return err
 		}
 		l.extend(read)
@@ -276,6 +300,7 @@ func (l *Log) extend(read []entry) {
 	for l.t.len() > l.opts.Tail {
 		l.t.drop()
 	}
+	l.confirmMine()
 	// Redis's clock against ours: skew shows here too.
 	l.m.lag.Set(max(float64(l.now().UnixMilli()-int64(read[len(read)-1].pos.ms))/1000, 0))
 	l.moved()
@@ -285,9 +310,14 @@ func (l *Log) extend(read []entry) {
 // every resource (at position from) when flush is set, and retries
 // until it succeeds or ctx ends: the log never counts an entry applied
 // that was not.
-func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from position, entries []entry) error {
+func (l *Log) applyEntries(ctx context.Context, epoch string, ended, flush bool, from position, entries []entry) error {
 	if l.opts.Apply == nil {
 		return nil
+	}
+	if ea, ok := l.opts.Apply.(EpochApplier); ok && ended {
+		if err := l.retryApply(ctx, 1, ea.EpochEnded); err != nil {
+			return err
+		}
 	}
 	var batch []sources.LogEntry
 	if flush {
@@ -304,15 +334,22 @@ func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from p
 	if len(batch) == 0 {
 		return nil
 	}
+	return l.retryApply(ctx, len(batch), func(ctx context.Context) error { return l.opts.Apply.ApplyEntries(ctx, batch) })
+}
+
+// retryApply calls apply (of n entries) until it succeeds or ctx ends,
+// each call bounded by applyTimeout, after a growing pause; failing for
+// applyGrace makes this replica unavailable until it succeeds.
+func (l *Log) retryApply(ctx context.Context, n int, apply func(context.Context) error) error {
 	pause := followBackoff
 	var since time.Time // of the first failure
 	for failures := 0; ; failures++ {
 		actx, cancel := context.WithTimeout(ctx, applyTimeout)
-		err := l.opts.Apply.ApplyEntries(actx, batch)
+		err := apply(actx)
 		cancel()
 		if err == nil {
 			if failures > 0 {
-				l.log.Info("changelog: applied the entries after failures", "entries", len(batch), "failures", failures)
+				l.log.Info("changelog: applied the entries after failures", "entries", n, "failures", failures)
 				l.applying(nil)
 			}
 			return nil
@@ -323,7 +360,7 @@ func (l *Log) applyEntries(ctx context.Context, epoch string, flush bool, from p
 		l.m.applyErrors.Inc()
 		if failures == 0 {
 			since = l.now()
-			l.log.Warn("changelog: applying entries on this replica failed; retrying, and no later entry counts as applied before", "entries", len(batch), "error", err)
+			l.log.Warn("changelog: applying entries on this replica failed; retrying, and no later entry counts as applied before", "entries", n, "error", err)
 		} else {
 			l.log.Debug("changelog: applying entries failed again", "error", err)
 		}

@@ -255,6 +255,85 @@ func TestMiniredisLogLostTail(t *testing.T) {
 	}
 }
 
+// An epoch that ends under a follower is told to its applier
+// (EpochEnded) before the new epoch's entries, once, so that what was
+// written with the lost entries (the cache's shared invalidations) is
+// dropped too; the follower's first look at the stream is no ended
+// epoch, nor is an epoch it goes on following.
+func TestMiniredisLogEpochEnded(t *testing.T) {
+	m := miniredis.RunT(t)
+	a := newApplier()
+	l, _ := miniLog(t, m, Options{Apply: a})
+	_, start, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+	caughtUp(t, l, start, 2)
+	if n := a.ended.Load(); n != 0 {
+		t.Fatalf("EpochEnded called %d times while the epoch goes on", n)
+	}
+	rdb := realserver.RedisClient(m.Addr())
+	defer rdb.Close()
+	recs := streamRecords(t, rdb)
+	rewriteStream(t, rdb, recs[:len(recs)-1]) // d2 lost
+	expires(t, map[string]*Log{"l": l}, start)
+	testkit.Eventually(t, "the applier told of the ended epoch", func() bool { return a.ended.Load() == 1 })
+	_, now, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+	caughtUp(t, l, now, 1)
+	if n := a.ended.Load(); n != 1 {
+		t.Errorf("EpochEnded called %d times, want once", n)
+	}
+}
+
+// A tail lost before any follower read it ends the epoch too: the
+// replica that appended it looks for the newest entry it appended, its
+// follower after each read and its next append first. Here the one
+// replica's follower is held applying d2 while d3 is appended, and the
+// stream loses d3 (only d3: what the follower read is all there).
+func TestMiniredisLogLostUnreadTail(t *testing.T) {
+	for _, appendAfter := range []bool{false, true} {
+		name := "found by the follower"
+		if appendAfter {
+			name = "found by the next append"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := miniredis.RunT(t)
+			reg := metrics.NewMetrics()
+			a := newApplier()
+			l, _ := miniLog(t, m, Options{Apply: a, Metrics: reg})
+			ctx := t.Context()
+			_, start, err := l.Read(ctx, "now", all, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate))
+			caughtUp(t, l, start, 1)
+			a.held.Store(true)
+			mustAppend(t, l, SourceSandbox, change("desks", "d2", sources.OpUpdate))
+			recv(t, a.entered) // the follower read d2, and applies it
+			mustAppend(t, l, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+			rdb := realserver.RedisClient(m.Addr())
+			defer rdb.Close()
+			recs := streamRecords(t, rdb)
+			rewriteStream(t, rdb, recs[:len(recs)-1]) // d3 lost, unread
+			if appendAfter {
+				mustAppend(t, l, SourceSandbox, change("desks", "d4", sources.OpUpdate))
+			}
+			a.held.Store(false)
+			send(t, a.release, nil)
+			expires(t, map[string]*Log{"l": l}, start)
+			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
+				t.Errorf("epochs ended %d, want 1", got)
+			}
+		})
+	}
+}
+
 // redisAOF starts a redis-server with append-only persistence (every
 // write on disk before its reply) in dir, on port (0: a free one).
 func redisAOF(t *testing.T, dir string, port int) *realserver.Redis {

@@ -37,6 +37,18 @@ type Applier interface {
 	ApplyEntries(ctx context.Context, entries []sources.LogEntry) error
 }
 
+// An EpochApplier is an Applier that also hears, before the entries of
+// a new epoch, that the epoch it followed ended under it: Redis lost the
+// stream or entries it had handed out. What the lost entries' appenders
+// wrote with them in the same Redis (cmd/prodapi: the cache's shared
+// invalidations) may be lost as well, so EpochEnded drops what every
+// replica shares, not only this one's. An error is retried, as
+// ApplyEntries's.
+type EpochApplier interface {
+	Applier
+	EpochEnded(ctx context.Context) error
+}
+
 // Options tune a Log. The zero value works.
 type Options struct {
 	// Retain is how long entries are kept (PRODAPI_CHANGES_RETAIN); 0
@@ -105,6 +117,14 @@ type Log struct {
 	// (downApplying).
 	down         error
 	downApplying bool
+	// mine is the newest entry this replica appended to the stream, of
+	// epoch mineEpoch, until its follower has read the stream that far
+	// ("": none): the stream must still hold it, unless trimmed. A tail
+	// lost before any follower read it (every follower behind, an Apply
+	// slow) is found so by the replica that appended it: its follower
+	// looks for it after each read, and its next Append first.
+	mine      entry
+	mineEpoch string
 
 	// started is closed once the follower's first look at the stream has
 	// ended, read and applied or failed (the ring: at once): reads wait

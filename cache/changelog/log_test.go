@@ -297,6 +297,7 @@ type applier struct {
 	entered chan []sources.LogEntry // each call's entries, as it begins (when held)
 	release chan error              // a held call returns what it receives
 	held    atomic.Bool
+	ended   atomic.Int32 // EpochEnded's calls
 
 	mu      sync.Mutex
 	applied []sources.LogEntry // of the calls that succeeded, in order
@@ -343,6 +344,12 @@ func (a *applier) ApplyEntries(ctx context.Context, entries []sources.LogEntry) 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.applied = append(a.applied, entries...)
+	return nil
+}
+
+// EpochEnded counts the epochs that ended under the follower.
+func (a *applier) EpochEnded(context.Context) error {
+	a.ended.Add(1)
 	return nil
 }
 

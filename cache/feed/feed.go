@@ -19,7 +19,9 @@
 //     invalidation that did not reach Redis) or an append that fails
 //     fails the watch, which resumes after a pause from the last token
 //     saved: nothing is appended for a change the cache did not take, no
-//     change is lost, none skipped.
+//     change is lost, none skipped. A watch that starts with no token
+//     saves its stream's start first (Source), so that this holds for
+//     its first change too.
 //   - A stream that cannot resume (its history is lost) flushes every
 //     resource it covers (in the cache, then in the log; a flush that
 //     fails is tried again), drops the token and starts again from now.
@@ -61,7 +63,13 @@ import (
 	"github.com/prodapi/prodapi/sources"
 )
 
-// A Source is a change stream (sources/mongo's Store is one).
+// A Source is a change stream (sources/mongo's Store is one). Watch
+// calls emit with each change and the resume token after it, from after
+// token (nil: from now). Started without a token, it may first emit the
+// zero Change (no Collection, no Op) with the token of the stream's start:
+// the feed saves that token and applies and appends nothing, so that a
+// first change that fails is reported again by the next watch instead of
+// lost to one that starts from a later "now".
 type Source interface {
 	Watch(ctx context.Context, collections []string, token []byte, emit func(sources.Change, []byte) error) error
 }
@@ -401,9 +409,11 @@ func (f *Feed) watch(ctx context.Context) error {
 	}
 	said := false
 	return f.src.Watch(ctx, f.opts.Collections, token, func(ch sources.Change, tok []byte) error {
-		if err := f.report(ctx, sourceStream, []sources.Change{ch}); err != nil {
-			return err // the token stays before the change: it comes again
-		}
+		if ch.Collection != "" || ch.Op != "" {
+			if err := f.report(ctx, sourceStream, []sources.Change{ch}); err != nil {
+				return err // the token stays before the change: it comes again
+			}
+		} // else the stream's start: only its token, to resume from
 		if !said {
 			said = true
 			f.say(ctx, ModeStream)

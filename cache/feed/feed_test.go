@@ -262,3 +262,26 @@ func TestWatchAppendsToTheLog(t *testing.T) {
 		t.Error("the cache did not hear of it")
 	}
 }
+
+// A watch with no token yet saves the token of its stream's start before
+// any change: when the first change fails (its append here), the next
+// watch resumes from that start and reports it again, instead of opening
+// "from now" past it.
+func TestWatchKeepsTheStartOfItsStream(t *testing.T) {
+	srv := mongotest.Start(t, nil)
+	srv.EnableChangeStreams()
+	rs := realserver.StartRedis(t, 0)
+	failures := 1
+	log := &logRecorder{}
+	log.fail = func() bool { failures--; return failures >= 0 } // under log.mu
+	r := startReplicaLog(t, srv, rs.URL(), nil, log)
+	testkit.Eventually(t, "watching", func() bool { return r.f.Status() == feed.StatusWatching })
+	if err := srv.WaitCommand(context.Background(), "getMore"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Change("desks", "insert", "d1")
+	testkit.Eventually(t, "the first change in the log after a retry", func() bool { return log.count("stream insert desks/d1") == 1 })
+	if got := log.got(); len(got) != 1 {
+		t.Errorf("the log holds %q, want the change once (the stream's start is no entry)", got)
+	}
+}

@@ -23,7 +23,15 @@ func (f fakeSandbox) CatchUp(_ context.Context, entries []sources.LogEntry) erro
 	return f.err
 }
 
-type fakeCache struct{ c *calls }
+type fakeCache struct {
+	c   *calls
+	err error // PurgeAll's
+}
+
+func (f fakeCache) PurgeAll(context.Context) error {
+	*f.c = append(*f.c, "purge all")
+	return f.err
+}
 
 func (f fakeCache) ApplyLocal(_ context.Context, changes []sources.Change) {
 	for _, ch := range changes {
@@ -42,7 +50,7 @@ func TestReplicaApplier(t *testing.T) {
 		{Resource: "no such resource", ID: "x", Op: sources.OpUpdate},
 	}
 	var c calls
-	a := replicaApplier{cache: fakeCache{&c}, sandbox: fakeSandbox{c: &c}}
+	a := replicaApplier{cache: fakeCache{c: &c}, sandbox: fakeSandbox{c: &c}}
 	if err := a.ApplyEntries(t.Context(), entries); err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +74,16 @@ func TestReplicaApplier(t *testing.T) {
 	a.sandbox = nil
 	if err := a.ApplyEntries(t.Context(), entries[:1]); err != nil || len(c) != 1 {
 		t.Errorf("without a sandbox: %v %v", c, err)
+	}
+
+	// An ended epoch: the whole cache, Redis's too; a purge that did not
+	// reach Redis is the applier's error (the log retries).
+	c = nil
+	if err := a.EpochEnded(t.Context()); err != nil || !cmp.Equal(c, calls{"purge all"}) {
+		t.Errorf("an ended epoch: %v %v", c, err)
+	}
+	a.cache = fakeCache{c: &c, err: broken}
+	if err := a.EpochEnded(t.Context()); !errors.Is(err, broken) {
+		t.Errorf("a purge that failed: %v", err)
 	}
 }

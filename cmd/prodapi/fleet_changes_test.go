@@ -139,10 +139,11 @@ func (d *newsroomDir) rewrite(t testing.TB, collection string, change func(map[s
 
 // A change is one event of a /changes stream.
 type change struct {
-	ID       string `json:"-"` // the event's id: its token
-	Resource string `json:"resource"`
-	DocID    string `json:"_id"`
-	Op       string `json:"op"`
+	ID       string          `json:"-"` // the event's id: its token
+	Resource string          `json:"resource"`
+	DocID    string          `json:"_id"`
+	Op       string          `json:"op"`
+	Doc      json.RawMessage `json:"doc"` // with include=doc
 	received time.Time
 }
 
@@ -157,28 +158,14 @@ type eventStream struct {
 // lastID when it is not empty, else from now.
 func follow(t testing.TB, base, auth, lastID string) *eventStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/prodapi/v1/changes?since=now", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", auth)
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		cancel()
-		res.Body.Close()
-		t.Fatalf("stream: %s", res.Status)
-	}
+	return followWith(t, base, "", auth, lastID)
+}
+
+// followWith is follow with more parameters (query, "&include=doc").
+func followWith(t testing.TB, base, query, auth, lastID string) *eventStream {
+	t.Helper()
+	res, cancel := openChanges(t, base, "?since=now"+query, auth, lastID)
 	s := &eventStream{events: make(chan change, 1024), cancel: cancel}
-	t.Cleanup(cancel)
 	go func() { // ends when the stream does, or cancel
 		defer close(s.events)
 		defer res.Body.Close()
@@ -227,12 +214,43 @@ func (s *eventStream) until(t testing.TB, what string, seen func(change), done f
 	}
 }
 
-// startFleet starts n replicas over one sandbox directory and one Redis.
-func startFleet(t testing.TB, n int, dir, redisURL string) []*instance {
+// openChanges opens /changes on base as an event stream, with the query
+// given, from the position lastID (Last-Event-ID) when it is not "";
+// the stream must open (200). cancel (called at the test's end too)
+// closes it.
+func openChanges(t testing.TB, base, query, auth, lastID string) (*http.Response, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/prodapi/v1/changes"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", auth)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		cancel()
+		res.Body.Close()
+		t.Fatalf("the stream: %s", res.Status)
+	}
+	t.Cleanup(cancel)
+	return res, cancel
+}
+
+// startFleet starts n replicas over one sandbox directory and one Redis,
+// with the further environment given in pairs.
+func startFleet(t testing.TB, n int, dir, redisURL string, kv ...string) []*instance {
 	t.Helper()
 	fleet := make([]*instance, n)
 	for i := range fleet {
-		fleet[i] = start(t, "PRODAPI_SANDBOX", dir, "REDIS_URL", redisURL)
+		fleet[i] = start(t, append([]string{"PRODAPI_SANDBOX", dir, "REDIS_URL", redisURL}, kv...)...)
 	}
 	return fleet
 }
@@ -382,18 +400,24 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // BenchmarkFleetChangeLatency: three replicas on one redis-server and
-// one sandbox directory, a client following /changes on the first; each
+// one sandbox directory, a client following /changes on the first, its
+// entries alone (stream) or each with its document (include=doc); each
 // round edits an item and waits for its event. Reported: the median and
 // 99th percentile from the file's rename to the event's arrival.
 //
 //	go test -run '^$' -bench FleetChangeLatency -benchtime 100x ./cmd/prodapi
 func BenchmarkFleetChangeLatency(b *testing.B) {
+	b.Run("stream", func(b *testing.B) { fleetChangeLatency(b, "") })
+	b.Run("include=doc", func(b *testing.B) { fleetChangeLatency(b, "&include=doc") })
+}
+
+func fleetChangeLatency(b *testing.B, query string) {
 	rs := realserver.StartRedis(b, 0)
 	room := newNewsroomDir(b)
 	fleet := startFleet(b, 3, room.dir, rs.URL())
 	auth := bearer(b, devSecret, "ARCHIVE_READ")
 	items := room.ids(b, "archive")
-	s := follow(b, fleet[0].base, auth, "")
+	s := followWith(b, fleet[0].base, query, auth, "")
 	var lags []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -403,6 +427,9 @@ func BenchmarkFleetChangeLatency(b *testing.B) {
 		s.until(b, "the event of "+id, func(ev change) {
 			if ev.Resource == "items" && ev.DocID == id {
 				at = ev.received
+				if query != "" && !strings.Contains(string(ev.Doc), id) {
+					b.Fatalf("the event of %s carries no document: %s", id, ev.Doc)
+				}
 			}
 		}, func() bool { return !at.IsZero() })
 		lags = append(lags, at.Sub(edited))

@@ -365,8 +365,19 @@ type catchUpper interface {
 type replicaApplier struct {
 	cache interface {
 		ApplyLocal(context.Context, []sources.Change)
+		PurgeAll(context.Context) error
 	}
 	sandbox catchUpper // nil: none watched
+}
+
+// EpochEnded drops every entry of the cache, in Redis too: the stream
+// lost entries, and the invalidations written with them (Redis restarted
+// on persistence lacking its newest writes, a failover to a replica
+// lacking them) may be lost too, so that Redis could serve again what
+// they had made obsolete. Every replica that followed the old epoch does
+// it once; it fails (and is retried) while Redis does not take it.
+func (a replicaApplier) EpochEnded(ctx context.Context) error {
+	return a.cache.PurgeAll(ctx)
 }
 
 func (a replicaApplier) ApplyEntries(ctx context.Context, entries []sources.LogEntry) error {

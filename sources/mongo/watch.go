@@ -45,12 +45,15 @@ var (
 // Watch follows the database's change stream for collections, from after
 // token (nil: from now), and calls emit with each event's change and the
 // resume token after it, which the caller keeps to resume; the change's
-// Version names the event (a hash of its token). It asks for
-// ids, operation types and cluster times only, never the documents. It
-// returns when ctx ends (ctx's error), when emit fails (its error), or
-// when the stream fails: ErrNoChangeStreams, ErrHistoryLost, or another
-// error the caller may retry after a pause (the driver has already
-// resumed once on its own).
+// Version names the event (a hash of its token). Started without a token,
+// it first emits the zero Change with the token of the stream's start, so
+// that a caller that keeps it resumes from there, not from a later "now",
+// when the first event could not be handled. It asks for ids, operation
+// types and cluster times only, never the documents. It returns when ctx
+// ends (ctx's error), when emit fails (its error), or when the stream
+// fails: ErrNoChangeStreams, ErrHistoryLost, or another error the caller
+// may retry after a pause (the driver has already resumed once on its
+// own).
 func (s *Store) Watch(ctx context.Context, collections []string, token []byte, emit func(sources.Change, []byte) error) error {
 	pipeline := mongodriver.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: "ns.coll", Value: bson.D{{Key: "$in", Value: collections}}}}}},
@@ -67,6 +70,16 @@ func (s *Store) Watch(ctx context.Context, collections []string, token []byte, e
 		return classifyStream(err)
 	}
 	defer cs.Close(context.WithoutCancel(ctx))
+	if token == nil {
+		// The stream's start (the open's postBatchResumeToken): an event
+		// that fails before any is kept would otherwise be lost to a
+		// restart that opens "from now" again.
+		if start := cs.ResumeToken(); len(start) > 0 {
+			if err := emit(sources.Change{}, []byte(start)); err != nil {
+				return err
+			}
+		}
+	}
 	for cs.Next(ctx) {
 		var ev struct {
 			Op          string         `bson:"operationType"`

@@ -45,16 +45,26 @@ func watch(t *testing.T, e *env, token []byte) (<-chan watched, func() error) {
 
 // watching is a server with change streams holding seed, and a Watch
 // from now on whose stream is open (its first getMore came): writes made
-// after it returns are its events.
+// after it returns are its events. The stream's start, which such a
+// Watch emits first, is taken.
 func watching(t *testing.T, seed map[string][]*sources.Doc) (*env, <-chan watched, func() error) {
+	t.Helper()
+	e, events, stop, _ := watchingFromStart(t, seed)
+	return e, events, stop
+}
+
+// watchingFromStart is watching, and the stream's start it emitted: the
+// zero Change with its token.
+func watchingFromStart(t *testing.T, seed map[string][]*sources.Doc) (*env, <-chan watched, func() error, watched) {
 	t.Helper()
 	e := newEnv(t, seed, mongosrc.Options{})
 	e.srv.EnableChangeStreams()
 	events, stop := watch(t, e, nil)
+	start := next(t, events)
 	if err := e.srv.WaitCommand(context.Background(), "getMore"); err != nil {
 		t.Fatal(err)
 	}
-	return e, events, stop
+	return e, events, stop, start
 }
 
 func next(t *testing.T, ch <-chan watched) watched {
@@ -116,6 +126,27 @@ func TestWatchResumes(t *testing.T) {
 		if !strings.Contains(raw, "$project") {
 			t.Errorf("the stream does not project: %v", c.Body)
 		}
+	}
+}
+
+// Started from no token, a Watch first emits the zero Change with the
+// token of its stream's start; a Watch resumed from that token reports
+// what was written after the start, even when nothing else was kept.
+func TestWatchEmitsItsStart(t *testing.T) {
+	e, events, stop, start := watchingFromStart(t, nil)
+	if start.change != (sources.Change{}) || len(start.token) == 0 {
+		t.Fatalf("the first emit: %+v with token %q, want the zero Change with the start's token", start.change, start.token)
+	}
+	e.srv.Change("archive", "insert", "a")
+	if w := next(t, events); w.change.Op+" "+w.change.ID != "insert a" {
+		t.Errorf("the event after the start: %+v", w.change)
+	}
+	stop()
+	// As if the event had failed: resumed from the start, it comes again,
+	// and nothing of the start is emitted.
+	events, _ = watch(t, e, start.token)
+	if w := next(t, events); w.change.Op+" "+w.change.ID != "insert a" {
+		t.Errorf("resumed from the start: %+v, want insert a", w.change)
 	}
 }
 
