@@ -104,21 +104,24 @@ func seedPlatform(t testing.TB, targets string, env []string, args ...string) {
 }
 
 // seedBinary is cmd/prodapi-seed, built once for the package's tests.
-func seedBinary(t testing.TB) string {
+func seedBinary(t testing.TB) string { return commandBinary(t, "prodapi-seed") }
+
+// commandBinary is cmd/<name>, built once for the package's tests.
+func commandBinary(t testing.TB, name string) string {
 	t.Helper()
-	return realserver.Shared(t, &servers, "prodapi-seed", func() (string, error) {
+	return realserver.Shared(t, &servers, name, func() (string, error) {
 		goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
 		if err != nil {
 			return "", err
 		}
-		dir, err := os.MkdirTemp("", "prodapi-seed-")
+		dir, err := os.MkdirTemp("", name+"-")
 		if err != nil {
 			return "", err
 		}
 		servers.OnClose(func() { os.RemoveAll(dir) })
-		bin := filepath.Join(dir, "prodapi-seed")
-		if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/prodapi-seed").CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building prodapi-seed: %v\n%s", err, out)
+		bin := filepath.Join(dir, name)
+		if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/"+name).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building %s: %v\n%s", name, err, out)
 		}
 		return bin, nil
 	})

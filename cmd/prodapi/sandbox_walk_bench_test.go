@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prodapi/prodapi/sources/sandbox"
-	"github.com/prodapi/prodapi/test/realserver"
 )
 
 // BenchmarkWalkSandbox measures a mirror's first walk of a sandbox
@@ -56,9 +54,7 @@ func BenchmarkWalkSandbox(b *testing.B) {
 		}
 		large = n
 	}
-	bin := b.TempDir()
-	seed := buildBenchCommand(b, bin, "prodapi-seed")
-	prodapi := buildBenchCommand(b, bin, "prodapi")
+	seed, prodapi := seedBinary(b), commandBinary(b, "prodapi")
 	sample, err := sandbox.Sample(sandbox.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -76,20 +72,6 @@ func BenchmarkWalkSandbox(b *testing.B) {
 			}
 		})
 	}
-}
-
-// buildBenchCommand builds cmd/<name> into dir.
-func buildBenchCommand(b *testing.B, dir, name string) string {
-	b.Helper()
-	goBin, err := realserver.LookPath("go", "install the Go toolchain named in go.mod (https://go.dev/dl/)")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, name)
-	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/prodapi/prodapi/cmd/"+name).CombinedOutput(); err != nil {
-		b.Fatalf("building %s: %v\n%s", name, err, out)
-	}
-	return bin
 }
 
 // benchNewsroom returns the directory prodapi-seed writes for n items (0:
@@ -206,14 +188,14 @@ func walkSandbox(b *testing.B, bin, dir string, n int, size int64) {
 		return raw
 	}
 	readyHWM := procStatusKB(status(), "VmHWM")
-	readyCPU := procCPU(b, cmd.Process.Pid)
+	readyCPU := pidCPU(b, cmd.Process.Pid)
 
 	walkStarted := time.Now()
 	times := walkAll(b, s, benchToken(b), n)
 	walked := time.Since(walkStarted)
 	b.StopTimer()
 	hwm := procStatusKB(status(), "VmHWM")
-	walkCPU := procCPU(b, cmd.Process.Pid) - readyCPU
+	walkCPU := pidCPU(b, cmd.Process.Pid) - readyCPU
 	sorted := slices.Sorted(slices.Values(times))
 	median, slowest := sorted[len(sorted)/2], sorted[len(sorted)-1]
 	at := slices.Index(times, slowest) // the first page builds the sort's order
@@ -249,25 +231,6 @@ func awaitReady(s *benchServer) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return errors.New("/readyz did not answer 200 within ten minutes")
-}
-
-// procCPU is the CPU time (user and system) process pid has used, from
-// /proc/PID/stat in clock ticks of 10 ms (Linux's USER_HZ).
-func procCPU(b *testing.B, pid int) time.Duration {
-	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// After the command's name, in parentheses: state is the first field
-	// (the stat's third), utime the twelfth and stime the thirteenth.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	if len(f) < 13 {
-		b.Fatalf("/proc/%d/stat: %q", pid, raw)
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // procStatusKB reads a field in kB of /proc/PID/status.
