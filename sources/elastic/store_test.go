@@ -151,7 +151,7 @@ func TestFindSendsTheBody(t *testing.T) {
 				if diff := cmp.Diff(canonical(t, r.Body), canonical(t, []byte(tc.body))); diff != "" {
 					t.Errorf("canonical body (-got +want):\n%s", diff)
 				}
-				for h, want := range map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip", "Accept": ""} {
+				for h, want := range map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip", "Accept": "", "Accept-Encoding": ""} {
 					if got := r.Header.Get(h); got != want {
 						t.Errorf("%s: %q, want %q", h, got, want)
 					}
