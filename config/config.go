@@ -93,6 +93,7 @@ type Config struct {
 	ElasticURL     URL           // ELASTICSEARCH_URL
 	ElasticIndex   string        // ELASTICSEARCH_INDEX
 	BackendTimeout time.Duration // PRODAPI_BACKEND_TIMEOUT: per backend operation
+	WalkReadAhead  uint64        // PRODAPI_WALK_READ_AHEAD: pages a cursor walk is read ahead of its client
 
 	ObjStore ObjStore
 
@@ -298,6 +299,8 @@ const (
 	defaultRegion         = "us-east-1"
 	defaultMongoMaxPool   = 100
 	defaultBackendTimeout = 5 * time.Second
+	defaultWalkReadAhead  = 2
+	maxWalkReadAhead      = 8
 	defaultURLLifetime    = 15 * time.Minute
 
 	defaultListTTL     = 10 * time.Second
@@ -405,6 +408,7 @@ func LoadFrom(e Env) (Config, error) {
 		ElasticURL:     URL(cmp.Or(getenv("ELASTICSEARCH_URL"), defaultElasticURL)),
 		ElasticIndex:   cmp.Or(getenv("ELASTICSEARCH_INDEX"), defaultElasticIndex),
 		BackendTimeout: p.duration("PRODAPI_BACKEND_TIMEOUT", defaultBackendTimeout),
+		WalkReadAhead:  p.uint("PRODAPI_WALK_READ_AHEAD", defaultWalkReadAhead),
 
 		ObjStore: ObjStore{
 			AccessKeyID:     getenv("OBJSTORE_ACCESS_KEY_ID"),
@@ -489,6 +493,9 @@ func LoadFrom(e Env) (Config, error) {
 	}
 	if c.MaxConns < 1 {
 		p.invalid("PRODAPI_MAX_CONNS", "must be at least 1")
+	}
+	if c.WalkReadAhead > maxWalkReadAhead {
+		p.invalid("PRODAPI_WALK_READ_AHEAD", fmt.Sprintf("must be at most %d: each page read ahead is held in memory", maxWalkReadAhead))
 	}
 	if c.ChangesMaxStreams < 1 {
 		p.invalid("PRODAPI_CHANGES_MAX_STREAMS", "must be at least 1")

@@ -88,6 +88,7 @@ var settings = []Setting{
 	{Name: "ELASTICSEARCH_URL", Help: "Elasticsearch of the newsroom", Value: func(c Config) string { return c.ElasticURL.String() }},
 	{Name: "ELASTICSEARCH_INDEX", Help: "index prefix: <prefix>_archive, ...", Value: func(c Config) string { return c.ElasticIndex }},
 	{Name: "PRODAPI_BACKEND_TIMEOUT", Help: "per backend operation", Value: func(c Config) string { return Duration(c.BackendTimeout) }},
+	{Name: "PRODAPI_WALK_READ_AHEAD", Help: "pages a cursor walk is read ahead of its client (0: none)", Value: func(c Config) string { return strconv.FormatUint(c.WalkReadAhead, 10) }},
 	{Name: "OBJSTORE_CONTAINER_NAME", Help: "S3 bucket of the media; set, media are presigned redirects, unset, GridFS streams", Value: func(c Config) string { return c.ObjStore.Container }},
 	{Name: "OBJSTORE_ACCESS_KEY_ID", Help: "S3 access key (unset: the AWS default chain)", Value: func(c Config) string { return Secret(c.ObjStore.AccessKeyID).String() }},
 	{Name: "OBJSTORE_SECRET_ACCESS_KEY", Help: "S3 secret key", Value: func(c Config) string { return c.ObjStore.SecretAccessKey.String() }},

@@ -287,7 +287,7 @@ func (s *service) openCache(ctx context.Context) error {
 	s.undo = append(s.undo, func() { b.close(logger) })
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
-	renderer := render.New(b.store, enricher.Enrich)
+	renderer := render.NewWithOptions(b.store, enricher.Enrich, render.Options{ReadAhead: int(cfg.WalkReadAhead)})
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err

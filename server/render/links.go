@@ -105,10 +105,11 @@ func listLinks(q *sources.Query, total int) *sources.Doc {
 // pageLinks builds a list envelope's _links and _meta: Eve's paging
 // (listLinks), or a cursor walk's: self and, until the walk's last page,
 // next, whose href carries the cursor that continues the walk; no prev
-// or last, and no page in _meta.
-func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, err error) {
+// or last, and no page in _meta. next is the query of that next page, as
+// the request for its link will parse; nil without one.
+func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, next *sources.Query, err error) {
 	if q.Cursor == nil {
-		return listLinks(q, r.Total), sources.D("page", q.Page, "max_results", q.MaxResults, "total", r.Total), nil
+		return listLinks(q, r.Total), sources.D("page", q.Page, "max_results", q.MaxResults, "total", r.Total), nil, nil
 	}
 	res := q.Resource
 	links = sources.NewDoc(
@@ -118,7 +119,7 @@ func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, e
 	if r.Next != nil {
 		cursor, err := q.Cursor.Seal(*r.Next)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		params := make([]sources.Param, len(q.Params))
 		for i, p := range q.Params {
@@ -128,8 +129,12 @@ func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, e
 			params[i] = p
 		}
 		links.Set("next", sources.Link("next page", href(res.Name, querystring(q.MaxResults, params, 1))))
+		n := *q
+		n.Params, n.Fresh = params, nil
+		n.Cursor = &sources.Cursor{After: r.Next, Seal: q.Cursor.Seal}
+		next = &n
 	}
-	return links, sources.D("max_results", q.MaxResults, "total", r.Total), nil
+	return links, sources.D("max_results", q.MaxResults, "total", r.Total), next, nil
 }
 
 // itemLinks builds a detail's _links: self, parent, collection (carrying

@@ -39,12 +39,33 @@ type EnrichFunc func(ctx context.Context, res *sources.Resource, docs []*sources
 type Renderer struct {
 	store  Reader
 	enrich EnrichFunc
-	bufs   sync.Pool // *[]byte: encoding buffers
+	bufs   sync.Pool  // *[]byte: encoding buffers
+	ahead  *readAhead // nil: no walk is read ahead
+}
+
+// Options tune a Renderer. The zero value reads nothing ahead.
+type Options struct {
+	// ReadAhead is how many pages a cursor walk is read ahead of its
+	// client (see readAhead); 0 or less: none.
+	ReadAhead int
+	// Now is the clock a page read ahead is aged by; nil means time.Now.
+	Now func() time.Time
 }
 
 // New returns a renderer reading store and shaping with enrich.
 func New(store Reader, enrich EnrichFunc) *Renderer {
-	return &Renderer{store: store, enrich: enrich}
+	return NewWithOptions(store, enrich, Options{})
+}
+
+// NewWithOptions returns a renderer reading store and shaping with
+// enrich, tuned by opts.
+func NewWithOptions(store Reader, enrich EnrichFunc, opts Options) *Renderer {
+	rd := &Renderer{store: store, enrich: enrich}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	rd.ahead = newReadAhead(opts.ReadAhead, opts.Now, rd.page)
+	return rd
 }
 
 // Load renders q. A missing detail is a 404 representation; other
@@ -224,11 +245,27 @@ func (rd *Renderer) getMany(ctx context.Context, res *sources.Resource, qs []*so
 	return found, nil
 }
 
+// list renders a list: a page of a cursor walk read ahead when there is
+// one (readAhead), else rendered here, and then the walk's next pages
+// read ahead.
 func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Representation, error) {
+	if rep, ok := rd.ahead.take(ctx, q); ok {
+		return rep, nil
+	}
+	rep, next, err := rd.page(ctx, q)
+	if err == nil {
+		rd.ahead.follow(ctx, next)
+	}
+	return rep, err
+}
+
+// page renders a list page, and returns the query of the page after it
+// when it is a cursor walk's with a next page.
+func (rd *Renderer) page(ctx context.Context, q *sources.Query) (*sources.Representation, *sources.Query, error) {
 	res := q.Resource
 	result, err := rd.store.Find(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+		return nil, nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
 	var modified time.Time
 	for _, d := range result.Docs {
@@ -238,7 +275,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	}
 	links, missing, err := rd.enrich(ctx, res, result.Docs, false)
 	if err != nil {
-		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
+		return nil, nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
@@ -250,9 +287,9 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 		}
 		items[i] = d
 	}
-	pl, meta, err := pageLinks(q, result)
+	pl, meta, next, err := pageLinks(q, result)
 	if err != nil {
-		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+		return nil, nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
 	env := sources.NewDoc(
 		sources.Field{Key: "_items", Value: items},
@@ -273,7 +310,7 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 		}
 	}
 	rep.Docs = linkedDocs(docs, links)
-	return rep, nil
+	return rep, next, nil
 }
 
 // linkedDocs appends to docs the "resource/id" hrefs of the enrichment

@@ -1,0 +1,192 @@
+package render
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+)
+
+// DefaultReadAhead is how many pages a cursor walk is read ahead of its
+// client unless Options say otherwise.
+const DefaultReadAhead = 2
+
+// aheadMaxAge is how old a page read ahead may be when it is served: its
+// reading began at most this long before. Older, it is read again. Far
+// younger than a cached page may be.
+const aheadMaxAge = 5 * time.Second
+
+// aheadPerWalk is how many pages the renderer holds at most per walk it
+// reads ahead: the bound on all held is this times the read-ahead.
+const aheadPerWalk = 8
+
+// A readAhead renders the pages of cursor walks before their clients ask
+// for them. A walk's client follows each page's next link, and nothing
+// else can come next: so when a page with a next link is rendered, the
+// next page is read, enriched and rendered in the background, and then
+// the one after it, up to depth pages ahead of the client. The request for
+// a page takes its rendering, waiting for it if it is on its way, and the
+// walk's read-ahead moves one page on. The backend reads page N+1 while
+// the client reads page N, on another core.
+//
+// Bounds: at most max pages held, being rendered or rendered, each taken
+// once; a page nobody took is dropped when it is older than aheadMaxAge
+// and room is needed. A walk that stops costs the backend at most depth
+// pages more than it read. A request for a position in the change log
+// (min_position) never takes a page read ahead.
+type readAhead struct {
+	depth, max int
+	now        func() time.Time
+	load       func(context.Context, *sources.Query) (*sources.Representation, *sources.Query, error)
+
+	mu    sync.Mutex
+	pages map[string]*aheadPage // pageKey → the page
+}
+
+// An aheadPage is a page read ahead. rep, next and err are set when done
+// closes.
+type aheadPage struct {
+	walk    *aheadWalk
+	started time.Time
+	done    chan struct{}
+	rep     *sources.Representation
+	next    *sources.Query // the page after it; nil at the walk's end
+	err     error
+}
+
+// An aheadWalk is the read-ahead of one walk.
+type aheadWalk struct {
+	ctx     context.Context // the values of the request that began it, never its end
+	pending int             // pages begun and not yet taken, under readAhead.mu
+	last    *aheadPage      // the page begun last
+}
+
+func newReadAhead(depth int, now func() time.Time,
+	load func(context.Context, *sources.Query) (*sources.Representation, *sources.Query, error)) *readAhead {
+	if depth <= 0 {
+		return nil
+	}
+	return &readAhead{depth: depth, max: depth * aheadPerWalk, now: now, load: load, pages: map[string]*aheadPage{}}
+}
+
+// follow begins reading ahead from next, the page after one a request
+// rendered itself.
+func (a *readAhead) follow(ctx context.Context, next *sources.Query) {
+	if a == nil || next == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.begin(&aheadWalk{ctx: context.WithoutCancel(ctx)}, next)
+}
+
+// begin starts rendering q for w, unless it is held already or max pages
+// are. a.mu is held.
+func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
+	now := a.now()
+	if len(a.pages) >= a.max {
+		for k, p := range a.pages {
+			if now.Sub(p.started) > aheadMaxAge && closed(p.done) {
+				delete(a.pages, k)
+			}
+		}
+	}
+	key := pageKey(q)
+	if _, held := a.pages[key]; held || len(a.pages) >= a.max {
+		return
+	}
+	p := &aheadPage{walk: w, started: now, done: make(chan struct{})}
+	a.pages[key] = p
+	w.pending++
+	w.last = p
+	go func() {
+		rep, next, err := a.load(w.ctx, q)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		p.rep, p.next, p.err = rep, next, err
+		close(p.done)
+		a.advance(w)
+	}()
+}
+
+// advance begins w's next page when its last is rendered, has a next,
+// and w is less than depth pages ahead. a.mu is held.
+func (a *readAhead) advance(w *aheadWalk) {
+	if l := w.last; l != nil && closed(l.done) && l.err == nil && l.next != nil && w.pending < a.depth {
+		a.begin(w, l.next)
+	}
+}
+
+// take returns the rendering of q read ahead, waiting for it while ctx
+// allows. ok is false when there is none to serve: none was begun, it
+// failed, it is too old, or ctx ended first; the caller renders q itself.
+func (a *readAhead) take(ctx context.Context, q *sources.Query) (rep *sources.Representation, ok bool) {
+	if a == nil || q.Cursor == nil || q.Cursor.After == nil || q.Fresh != nil {
+		return nil, false
+	}
+	key := pageKey(q)
+	a.mu.Lock()
+	p := a.pages[key]
+	if p != nil {
+		delete(a.pages, key)
+		p.walk.pending--
+		a.advance(p.walk)
+	}
+	a.mu.Unlock()
+	if p == nil {
+		return nil, false
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if p.err != nil || a.now().Sub(p.started) > aheadMaxAge {
+		return nil, false
+	}
+	return p.rep, true
+}
+
+// pageKey names the page q asks for: what a cache key is made of (the
+// resource, page, page size, pretty and the canonical parameters, the
+// cursor among them), each part's length first so that no two differ
+// only in where one part ends.
+func pageKey(q *sources.Query) string {
+	b := make([]byte, 0, 256)
+	part := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	part(q.Resource.Name)
+	b = strconv.AppendInt(b, int64(q.Page), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(q.MaxResults), 10)
+	b = strconv.AppendBool(b, q.Pretty)
+	params := q.Params
+	if !slices.IsSortedFunc(params, compareParams) {
+		params = slices.SortedFunc(slices.Values(params), compareParams)
+	}
+	for _, p := range params {
+		part(p.Name)
+		part(p.Value)
+	}
+	return string(b)
+}
+
+func compareParams(x, y sources.Param) int {
+	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Value, y.Value))
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

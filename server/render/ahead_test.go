@@ -1,0 +1,225 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/test/testkit"
+)
+
+// A walkReader walks n documents by cursor, max_results a page, and
+// records every Find by where it starts. Finds past the first page wait
+// while gate is set.
+type walkReader struct {
+	n    int
+	mu   sync.Mutex
+	from map[int]int // start → Finds
+	gate chan struct{}
+	fail bool // Finds past the first page fail
+	busy int  // Finds waiting at the gate
+}
+
+func (w *walkReader) Get(context.Context, *sources.Resource, string) (*sources.Doc, error) {
+	return nil, sources.ErrNotFound
+}
+
+func (w *walkReader) Find(ctx context.Context, q *sources.Query) (*sources.Result, error) {
+	start := 0
+	if a := q.Cursor.After; a != nil {
+		start = int(a.Values[0].(int64)) + 1
+	}
+	w.mu.Lock()
+	w.from[start]++
+	gate, fail := w.gate, w.fail
+	if start > 0 && gate != nil {
+		w.busy++
+	}
+	w.mu.Unlock()
+	if start > 0 && gate != nil {
+		<-gate
+	}
+	if start > 0 && fail {
+		return nil, errors.New("walkReader: failing")
+	}
+	r := &sources.Result{Docs: []*sources.Doc{}, Total: w.n}
+	for i := start; i < min(start+q.MaxResults, w.n); i++ {
+		r.Docs = append(r.Docs, sources.D("_id", fmt.Sprintf("d%02d", i)))
+	}
+	if end := start + q.MaxResults; end < w.n {
+		r.Next = &sources.Position{Values: []any{int64(end - 1)}}
+	}
+	return r, nil
+}
+
+func (w *walkReader) finds(start int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.from[start]
+}
+
+// walkQuery is the query of a walk's page as the request parser makes it
+// from its link: cursor "" on the first page, else "P<last index>".
+func walkQuery(where, cursor string) *sources.Query {
+	seal := func(p sources.Position) (string, error) { return "P" + strconv.FormatInt(p.Values[0].(int64), 10), nil }
+	c := &sources.Cursor{Seal: seal}
+	if cursor != "" {
+		i, _ := strconv.ParseInt(strings.TrimPrefix(cursor, "P"), 10, 64)
+		c.After = &sources.Position{Values: []any{i}}
+	}
+	params := []sources.Param{{Name: "where", Value: where}, {Name: "cursor", Value: cursor}}
+	return &sources.Query{Resource: res("desks"), Page: 1, MaxResults: 2, Params: params, Cursor: c}
+}
+
+// nextCursor is the cursor of a page's next link; "" on the last page.
+func nextCursor(t *testing.T, body []byte) string {
+	t.Helper()
+	_, after, ok := strings.Cut(string(body), `"next":{"title":"next page","href":"desks?max_results=2&where=w&cursor=`)
+	if !ok {
+		return ""
+	}
+	return after[:strings.IndexByte(after, '"')]
+}
+
+// held says, once the page starting at start has been rendered ahead and
+// its walk moved on, how many pages the renderer holds.
+func held(t *testing.T, rd *Renderer, cursor string) int {
+	t.Helper()
+	key := pageKey(walkQuery("w", cursor))
+	testkit.Eventually(t, "the page after "+cursor+" rendered ahead", func() bool {
+		rd.ahead.mu.Lock()
+		defer rd.ahead.mu.Unlock()
+		p := rd.ahead.pages[key]
+		return p != nil && closed(p.done)
+	})
+	rd.ahead.mu.Lock()
+	defer rd.ahead.mu.Unlock()
+	return len(rd.ahead.pages)
+}
+
+// A walk read two pages ahead: after each page, the two that follow are
+// read before the client asks, never more, and each page is read once;
+// the pages are those a renderer without read-ahead gives.
+func TestReadAheadWalk(t *testing.T) {
+	const n = 11 // six pages of two
+	w := &walkReader{n: n, from: map[int]int{}}
+	rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 2})
+	plain := New(&walkReader{n: n, from: map[int]int{}}, noEnrich)
+	cursor, pages := "", 0
+	for {
+		q := walkQuery("w", cursor)
+		rep, err := rd.Load(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.Load(context.Background(), walkQuery("w", cursor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rep.Body) != string(want.Body) {
+			t.Fatalf("page %d:\n got %s\nwant %s", pages+1, rep.Body, want.Body)
+		}
+		pages++
+		next := nextCursor(t, rep.Body)
+		if next == "" {
+			break
+		}
+		// The page after next is read ahead too, unless the walk ends.
+		if pages+2 <= 6 {
+			ahead := "P" + strconv.Itoa(2*(pages+1)-1)
+			if got := held(t, rd, ahead); got != 2 {
+				t.Errorf("after page %d: %d pages held, want 2", pages, got)
+			}
+		}
+		cursor = next
+	}
+	if pages != 6 {
+		t.Errorf("%d pages, want 6", pages)
+	}
+	for start := 0; start < n; start += 2 {
+		if got := w.finds(start); got != 1 {
+			t.Errorf("the page from %d read %d times, want once", start, got)
+		}
+	}
+	rd.ahead.mu.Lock()
+	defer rd.ahead.mu.Unlock()
+	if len(rd.ahead.pages) != 0 {
+		t.Errorf("%d pages held after the walk's end", len(rd.ahead.pages))
+	}
+}
+
+// A page read ahead is not served older than aheadMaxAge, nor to a
+// request for a position of the change log, nor when its reading failed:
+// the page is read again.
+func TestReadAheadReadsAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(*testkit.Clock, *walkReader)
+		q     func(*sources.Query)
+	}{
+		{"too old", func(c *testkit.Clock, _ *walkReader) { c.Advance(aheadMaxAge + time.Millisecond) }, nil},
+		{"min_position", nil, func(q *sources.Query) { q.Fresh = &sources.Freshness{} }},
+		{"failed", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testkit.NewClock(time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC))
+			w := &walkReader{n: 11, from: map[int]int{}, fail: tc.name == "failed"}
+			rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 1, Now: clock.Now})
+			rep, err := rd.Load(context.Background(), walkQuery("w", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held(t, rd, "P1")
+			if tc.setup != nil {
+				tc.setup(clock, w)
+			}
+			w.mu.Lock()
+			w.fail = false
+			w.mu.Unlock()
+			q := walkQuery("w", nextCursor(t, rep.Body))
+			if tc.q != nil {
+				tc.q(q)
+			}
+			if _, err := rd.Load(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.finds(2); got != 2 {
+				t.Errorf("the second page read %d times, want twice", got)
+			}
+		})
+	}
+}
+
+// However many walks begin, at most ReadAhead×aheadPerWalk pages are
+// read ahead at once.
+func TestReadAheadBound(t *testing.T) {
+	w := &walkReader{n: 11, from: map[int]int{}, gate: make(chan struct{})}
+	rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 1})
+	for i := range 3 * aheadPerWalk {
+		if _, err := rd.Load(context.Background(), walkQuery(fmt.Sprint(i), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, "the pages read ahead waiting", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.busy == aheadPerWalk
+	})
+	rd.ahead.mu.Lock()
+	if got := len(rd.ahead.pages); got != aheadPerWalk {
+		t.Errorf("%d pages held, want %d", got, aheadPerWalk)
+	}
+	rd.ahead.mu.Unlock()
+	close(w.gate)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy != aheadPerWalk {
+		t.Errorf("%d reads ahead, want %d", w.busy, aheadPerWalk)
+	}
+}
