@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -35,6 +36,22 @@ const walkBenchSmall = 12_000
 
 // walkBenchPage is the page size of the walks: max_results' largest.
 const walkBenchPage = 500
+
+// walkBenchAheads are the read-aheads (PRODAPI_WALK_READ_AHEAD) the walk
+// benchmark serves each newsroom with: PRODAPI_WALK_BENCH_READ_AHEAD,
+// comma-separated, 2 (the default) when unset; "2,0" for an A/B in one run.
+func walkBenchAheads(b *testing.B) []int {
+	v := cmp.Or(os.Getenv("PRODAPI_WALK_BENCH_READ_AHEAD"), "2")
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > 8 {
+			b.Fatalf("PRODAPI_WALK_BENCH_READ_AHEAD=%q: want read-aheads from 0 to 8, comma-separated", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 // walkBenchSizes are the newsrooms the walk benchmarks walk: 12,000
 // items, and PRODAPI_WALK_BENCH_ITEMS (1,000,000 when unset).
@@ -120,59 +137,69 @@ func walkNewsroom(b *testing.B, n int) []string {
 func BenchmarkWalkReal(b *testing.B) {
 	tok := benchToken(b)
 	esPID := servers.Elastic(b).PID
-	// A newsroom is served once per benchmark, however often its
-	// sub-benchmark runs.
-	served := map[int]*benchServer{}
-	walks := map[int]int{} // walks of each newsroom so far
-	serve := func(sb *testing.B, n int) *benchServer {
-		if s := served[n]; s != nil {
+	// A newsroom is served once per benchmark and read-ahead, however
+	// often its sub-benchmark runs.
+	type server struct{ n, ahead int }
+	served := map[server]*benchServer{}
+	walks := map[server]int{} // walks of each so far
+	serve := func(sb *testing.B, at server) *benchServer {
+		if s := served[at]; s != nil {
 			return s
 		}
-		env := walkNewsroom(sb, n)
+		env := walkNewsroom(sb, at.n)
 		// Every page a miss, however often the newsroom is walked: stored,
 		// and stale at once.
-		vars := map[string]string{"PRODAPI_SANDBOX": "", "PRODAPI_CACHE_TTL": "1ns", "PRODAPI_CACHE_STALE": "0s"}
+		vars := map[string]string{"PRODAPI_SANDBOX": "", "PRODAPI_CACHE_TTL": "1ns", "PRODAPI_CACHE_STALE": "0s",
+			"PRODAPI_WALK_READ_AHEAD": strconv.Itoa(at.ahead)}
 		for i := 0; i+1 < len(env); i += 2 {
 			vars[env[i]] = env[i+1]
 		}
 		s := startBenchServe(sb, b, vars)
-		served[n] = s
+		served[at] = s
 		return s
 	}
 	for _, n := range walkBenchSizes(b) {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			s := serve(b, n)
-			b.ResetTimer()
-			var times []time.Duration
-			var esCPU, goCPU time.Duration
-			for range b.N {
-				es0, go0, before := pidCPU(b, esPID), selfCPU(b), loadAverage()
-				started := time.Now()
-				times = walkAll(b, s, tok, n)
-				walks[n]++
-				elapsed := time.Since(started)
-				esCPU, goCPU = esCPU+pidCPU(b, esPID)-es0, goCPU+selfCPU(b)-go0
-				pages := float64(len(times))
-				slowest := slices.Index(times, slices.Max(times))
-				b.Logf("walk %d: %d items in %d pages of %d in %s, %.0f docs/s; page median %.1f ms, slowest %.1f ms (page %d); "+
-					"CPU per page: node %.1f ms, this process (prodapi and the client) %.1f ms; mean ms/page by tenth of the walk %.1f; "+
-					"load average before %s, after %s",
-					walks[n], n, len(times), walkBenchPage, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
-					ms(median(times)), ms(times[slowest]), slowest+1, ms(pidCPU(b, esPID)-es0)/pages, ms(selfCPU(b)-go0)/pages,
-					tenthMeans(times), before, loadAverage())
-			}
-			b.StopTimer()
-			b.ReportMetric(ms(esCPU)/float64(len(times)*b.N), "es-cpu-ms/page")
-			b.ReportMetric(ms(goCPU)/float64(len(times)*b.N), "go-cpu-ms/page")
-			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "docs/s")
-			b.ReportMetric(float64(len(times)), "pages")
-			b.ReportMetric(ms(median(times)), "ms/page-median")
-			b.ReportMetric(ms(slices.Max(times)), "ms/page-max")
-			tenths := tenthMeans(times)
-			b.ReportMetric(tenths[0], "ms/page-first")
-			b.ReportMetric(tenths[len(tenths)-1], "ms/page-last")
-		})
+		for _, ahead := range walkBenchAheads(b) {
+			b.Run(fmt.Sprintf("%d/ahead=%d", n, ahead), func(b *testing.B) {
+				at := server{n, ahead}
+				benchWalk(b, serve(b, at), tok, esPID, n, func() int { walks[at]++; return walks[at] })
+			})
+		}
 	}
+}
+
+// benchWalk walks the newsroom of n items s serves b.N times, and
+// reports BenchmarkWalkReal's metrics; nextWalk numbers the walks.
+func benchWalk(b *testing.B, s *benchServer, tok string, esPID, n int, nextWalk func() int) {
+	b.ResetTimer()
+	var times []time.Duration
+	var esCPU, goCPU time.Duration
+	for range b.N {
+		es0, go0, before := pidCPU(b, esPID), selfCPU(b), loadAverage()
+		started := time.Now()
+		times = walkAll(b, s, tok, n)
+		walk := nextWalk()
+		elapsed := time.Since(started)
+		esCPU, goCPU = esCPU+pidCPU(b, esPID)-es0, goCPU+selfCPU(b)-go0
+		pages := float64(len(times))
+		slowest := slices.Index(times, slices.Max(times))
+		b.Logf("walk %d: %d items in %d pages of %d in %s, %.0f docs/s; page median %.1f ms, slowest %.1f ms (page %d); "+
+			"CPU per page: node %.1f ms, this process (prodapi and the client) %.1f ms; mean ms/page by tenth of the walk %.1f; "+
+			"load average before %s, after %s",
+			walk, n, len(times), walkBenchPage, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
+			ms(median(times)), ms(times[slowest]), slowest+1, ms(pidCPU(b, esPID)-es0)/pages, ms(selfCPU(b)-go0)/pages,
+			tenthMeans(times), before, loadAverage())
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(esCPU)/float64(len(times)*b.N), "es-cpu-ms/page")
+	b.ReportMetric(ms(goCPU)/float64(len(times)*b.N), "go-cpu-ms/page")
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "docs/s")
+	b.ReportMetric(float64(len(times)), "pages")
+	b.ReportMetric(ms(median(times)), "ms/page-median")
+	b.ReportMetric(ms(slices.Max(times)), "ms/page-max")
+	tenths := tenthMeans(times)
+	b.ReportMetric(tenths[0], "ms/page-first")
+	b.ReportMetric(tenths[len(tenths)-1], "ms/page-last")
 }
 
 // BenchmarkWalkSplitReal walks the newsrooms of BenchmarkWalkReal

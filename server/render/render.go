@@ -6,6 +6,10 @@
 // enrich and sources, and never comes back up: this package imports
 // neither server nor cache, and what it produces
 // (sources.Representation) is named beneath all of them.
+//
+// A cursor walk's next pages are read ahead (Options.ReadAhead, see
+// readAhead): rendered in the background while the client reads the
+// page before, and handed to the request for them.
 package render
 
 import (
