@@ -3,6 +3,7 @@ package render
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,6 +25,11 @@ const aheadMaxAge = 5 * time.Second
 // reads ahead: the bound on all held is this times the read-ahead.
 const aheadPerWalk = 8
 
+// aheadMaxBytes bounds the bodies of the pages held rendered: a page that
+// would take them past it is dropped when rendered (its request renders
+// it again).
+const aheadMaxBytes = 64 << 20
+
 // A readAhead renders the pages of cursor walks before their clients ask
 // for them. A walk's client follows each page's next link, and nothing
 // else can come next: so when a page with a next link is rendered, the
@@ -34,17 +40,19 @@ const aheadPerWalk = 8
 // the client reads page N, on another core.
 //
 // Bounds: at most max pages held, being rendered or rendered, each taken
-// once; a page nobody took is dropped when it is older than aheadMaxAge
-// and room is needed. A walk that stops costs the backend at most depth
+// once, their bodies aheadMaxBytes at most; a page nobody took is dropped
+// when it is older than aheadMaxAge and room is needed. A walk that stops costs the backend at most depth
 // pages more than it read. A request for a position in the change log
 // (min_position) never takes a page read ahead.
 type readAhead struct {
 	depth, max int
+	maxBytes   int // aheadMaxBytes; tests lower it
 	now        func() time.Time
 	load       func(context.Context, *sources.Query) (*sources.Representation, *sources.Query, error)
 
 	mu    sync.Mutex
 	pages map[string]*aheadPage // pageKey → the page
+	bytes int                   // the bodies of the pages held rendered
 }
 
 // An aheadPage is a page read ahead. rep, next and err are set when done
@@ -70,7 +78,7 @@ func newReadAhead(depth int, now func() time.Time,
 	if depth <= 0 {
 		return nil
 	}
-	return &readAhead{depth: depth, max: depth * aheadPerWalk, now: now, load: load, pages: map[string]*aheadPage{}}
+	return &readAhead{depth: depth, max: depth * aheadPerWalk, maxBytes: aheadMaxBytes, now: now, load: load, pages: map[string]*aheadPage{}}
 }
 
 // follow begins reading ahead from next, the page after one a request
@@ -91,7 +99,7 @@ func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
 	if len(a.pages) >= a.max {
 		for k, p := range a.pages {
 			if now.Sub(p.started) > aheadMaxAge && closed(p.done) {
-				delete(a.pages, k)
+				a.drop(k, p)
 			}
 		}
 	}
@@ -107,6 +115,12 @@ func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
 		rep, next, err := a.load(w.ctx, q)
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		if err == nil && a.bytes+len(rep.Body) > a.maxBytes {
+			rep, err = nil, errAheadFull
+		}
+		if err == nil && a.pages[key] == p {
+			a.bytes += len(rep.Body)
+		}
 		p.rep, p.next, p.err = rep, next, err
 		close(p.done)
 		a.advance(w)
@@ -132,7 +146,7 @@ func (a *readAhead) take(ctx context.Context, q *sources.Query) (rep *sources.Re
 	a.mu.Lock()
 	p := a.pages[key]
 	if p != nil {
-		delete(a.pages, key)
+		a.drop(key, p)
 		p.walk.pending--
 		a.advance(p.walk)
 	}
@@ -150,6 +164,17 @@ func (a *readAhead) take(ctx context.Context, q *sources.Query) (rep *sources.Re
 	}
 	return p.rep, true
 }
+
+// drop forgets the page p held under key. a.mu is held.
+func (a *readAhead) drop(key string, p *aheadPage) {
+	delete(a.pages, key)
+	if closed(p.done) && p.err == nil {
+		a.bytes -= len(p.rep.Body)
+	}
+}
+
+// errAheadFull is why a page read ahead was dropped when rendered.
+var errAheadFull = errors.New("render: the pages read ahead hold their bytes' bound")
 
 // pageKey names the page q asks for: what a cache key is made of (the
 // resource, page, page size, pretty and the canonical parameters, the

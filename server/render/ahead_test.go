@@ -147,10 +147,28 @@ func TestReadAheadWalk(t *testing.T) {
 			t.Errorf("the page from %d read %d times, want once", start, got)
 		}
 	}
+	checkBytes(t, rd)
 	rd.ahead.mu.Lock()
 	defer rd.ahead.mu.Unlock()
 	if len(rd.ahead.pages) != 0 {
 		t.Errorf("%d pages held after the walk's end", len(rd.ahead.pages))
+	}
+}
+
+// checkBytes checks the count of the bytes held: the bodies of the pages
+// held rendered.
+func checkBytes(t *testing.T, rd *Renderer) {
+	t.Helper()
+	rd.ahead.mu.Lock()
+	defer rd.ahead.mu.Unlock()
+	want := 0
+	for _, p := range rd.ahead.pages {
+		if closed(p.done) && p.err == nil {
+			want += len(p.rep.Body)
+		}
+	}
+	if rd.ahead.bytes != want {
+		t.Errorf("%d bytes held, want %d", rd.ahead.bytes, want)
 	}
 }
 
@@ -166,11 +184,15 @@ func TestReadAheadReadsAgain(t *testing.T) {
 		{"too old", func(c *testkit.Clock, _ *walkReader) { c.Advance(aheadMaxAge + time.Millisecond) }, nil},
 		{"min_position", nil, func(q *sources.Query) { q.Fresh = &sources.Freshness{} }},
 		{"failed", nil, nil},
+		{"over the bytes' bound", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testkit.NewClock(time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC))
 			w := &walkReader{n: 11, from: map[int]int{}, fail: tc.name == "failed"}
 			rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 1, Now: clock.Now})
+			if tc.name == "over the bytes' bound" {
+				rd.ahead.maxBytes = 100 // a page is more
+			}
 			rep, err := rd.Load(context.Background(), walkQuery("w", ""))
 			if err != nil {
 				t.Fatal(err)
@@ -192,6 +214,7 @@ func TestReadAheadReadsAgain(t *testing.T) {
 			if got := w.finds(2); got != 2 {
 				t.Errorf("the second page read %d times, want twice", got)
 			}
+			checkBytes(t, rd)
 		})
 	}
 }
