@@ -116,7 +116,9 @@
 // dial, TLS and response-header timeouts fit inside it, connections per
 // node are capped at 64 (a bulkhead: a slow cluster queues requests
 // rather than exhausting sockets), request bodies are gzipped and
-// responses accepted gzipped. The client retries once at most: on 502,
+// responses asked for uncompressed (a walk's page is megabytes of JSON:
+// deflating and inflating it cost more CPU than the bytes cost a
+// datacenter link). The client retries once at most: on 502,
 // 503 and 504, and after a connection failure (to the next node when
 // there are several), never after a timeout or a cancellation. Bodies are
 // read with a bound (128 MiB for a search answer, 1 MiB for an error).
