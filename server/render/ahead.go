@@ -48,22 +48,22 @@ type readAhead struct {
 	depth, max int
 	maxBytes   int // aheadMaxBytes; tests lower it
 	now        func() time.Time
-	load       func(context.Context, *sources.Query) (*sources.Representation, *sources.Query, error)
+	load       func(context.Context, *sources.Query, func(next *sources.Query)) (*sources.Representation, error)
 
 	mu    sync.Mutex
 	pages map[string]*aheadPage // pageKey → the page
 	bytes int                   // the bodies of the pages held rendered
 }
 
-// An aheadPage is a page read ahead. rep, next and err are set when done
-// closes.
+// An aheadPage is a page read ahead. rep and err are set when done
+// closes; next as soon as the backend has answered.
 type aheadPage struct {
 	walk    *aheadWalk
 	started time.Time
 	done    chan struct{}
 	rep     *sources.Representation
-	next    *sources.Query // the page after it; nil at the walk's end
 	err     error
+	next    *sources.Query // the page after it, until begun; under readAhead.mu
 }
 
 // An aheadWalk is the read-ahead of one walk.
@@ -74,7 +74,7 @@ type aheadWalk struct {
 }
 
 func newReadAhead(depth int, now func() time.Time,
-	load func(context.Context, *sources.Query) (*sources.Representation, *sources.Query, error)) *readAhead {
+	load func(context.Context, *sources.Query, func(next *sources.Query)) (*sources.Representation, error)) *readAhead {
 	if depth <= 0 {
 		return nil
 	}
@@ -112,7 +112,12 @@ func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
 	w.pending++
 	w.last = p
 	go func() {
-		rep, next, err := a.load(w.ctx, q)
+		rep, err := a.load(w.ctx, q, func(next *sources.Query) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			p.next = next
+			a.advance(w)
+		})
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if err == nil && a.bytes+len(rep.Body) > a.maxBytes {
@@ -121,17 +126,19 @@ func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
 		if err == nil && a.pages[key] == p {
 			a.bytes += len(rep.Body)
 		}
-		p.rep, p.next, p.err = rep, next, err
+		p.rep, p.err = rep, err
 		close(p.done)
-		a.advance(w)
 	}()
 }
 
-// advance begins w's next page when its last is rendered, has a next,
-// and w is less than depth pages ahead. a.mu is held.
+// advance begins the page after w's last once the backend has told it
+// (the search for page N+2 runs while page N+1 is enriched and rendered),
+// if w is less than depth pages ahead of its client. a.mu is held.
 func (a *readAhead) advance(w *aheadWalk) {
-	if l := w.last; l != nil && closed(l.done) && l.err == nil && l.next != nil && w.pending < a.depth {
-		a.begin(w, l.next)
+	if l := w.last; l != nil && l.next != nil && w.pending < a.depth {
+		next := l.next
+		l.next = nil
+		a.begin(w, next)
 	}
 }
 

@@ -256,20 +256,24 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 	if rep, ok := rd.ahead.take(ctx, q); ok {
 		return rep, nil
 	}
-	rep, next, err := rd.page(ctx, q)
-	if err == nil {
-		rd.ahead.follow(ctx, next)
-	}
-	return rep, err
+	return rd.page(ctx, q, func(next *sources.Query) { rd.ahead.follow(ctx, next) })
 }
 
-// page renders a list page, and returns the query of the page after it
-// when it is a cursor walk's with a next page.
-func (rd *Renderer) page(ctx context.Context, q *sources.Query) (*sources.Representation, *sources.Query, error) {
+// page renders a list page. When it is a cursor walk's with a page after
+// it, it tells onNext that page's query as soon as the backend has
+// answered, before it enriches and renders this one.
+func (rd *Renderer) page(ctx context.Context, q *sources.Query, onNext func(*sources.Query)) (*sources.Representation, error) {
 	res := q.Resource
 	result, err := rd.store.Find(ctx, q)
 	if err != nil {
-		return nil, nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+	}
+	pl, meta, next, err := pageLinks(q, result)
+	if err != nil {
+		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
+	}
+	if next != nil {
+		onNext(next)
 	}
 	var modified time.Time
 	for _, d := range result.Docs {
@@ -279,7 +283,7 @@ func (rd *Renderer) page(ctx context.Context, q *sources.Query) (*sources.Repres
 	}
 	links, missing, err := rd.enrich(ctx, res, result.Docs, false)
 	if err != nil {
-		return nil, nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
+		return nil, fmt.Errorf("render: enriching %s: %w", res.Name, err)
 	}
 	items := make([]any, len(result.Docs))
 	for i, d := range result.Docs {
@@ -290,10 +294,6 @@ func (rd *Renderer) page(ctx context.Context, q *sources.Query) (*sources.Repres
 			setLast(d, "_links", l)
 		}
 		items[i] = d
-	}
-	pl, meta, next, err := pageLinks(q, result)
-	if err != nil {
-		return nil, nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
 	env := sources.NewDoc(
 		sources.Field{Key: "_items", Value: items},
@@ -314,7 +314,7 @@ func (rd *Renderer) page(ctx context.Context, q *sources.Query) (*sources.Repres
 		}
 	}
 	rep.Docs = linkedDocs(docs, links)
-	return rep, next, nil
+	return rep, nil
 }
 
 // linkedDocs appends to docs the "resource/id" hrefs of the enrichment
