@@ -468,6 +468,8 @@ func TestNeverStored(t *testing.T) {
 		rep  *sources.Representation
 	}{
 		{"incomplete", &sources.Representation{Status: 200, Body: []byte(`{"incomplete":true}`), Missing: []string{"planning"}}},
+		// A walk's page read ahead: the fill's fence began after it was read.
+		{"read ahead", &sources.Representation{Status: 200, Body: []byte(`{"early":true}`), Early: true}},
 		{"status 500", &sources.Representation{Status: 500, Body: []byte(`{}`)}},
 		{"status 0", &sources.Representation{Body: []byte(`{}`)}},
 	} {

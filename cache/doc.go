@@ -163,8 +163,9 @@
 // cancelled load, 500 anything else; no refresh of that key starts for a second after
 // a failure, and its stale responses say fwd=stale for 30s. An error never
 // replaces an entry. Only 200 and 404 responses are stored; incomplete
-// ones, partial results and every other status are served once and never
-// stored.
+// ones, partial results, every other status and a walk's pages read
+// ahead (sources.Representation.Early: read before the fill's fence
+// began) are served once and never stored.
 //
 // Complete or marked: a load whose optional enrichment failed comes back
 // incomplete (sources.Representation.Missing names the steps). It is

@@ -238,8 +238,9 @@ func (c *Cache) fill(ctx context.Context, key string, q *sources.Query, fresh ti
 }
 
 // store makes an entry of a loaded representation and puts it in both
-// tiers, unless it may not be stored: an incomplete one (Missing), or a
-// status other than 200 and 404.
+// tiers, unless it may not be stored: an incomplete one (Missing), one
+// read before the load began (Early), or a status other than 200 and
+// 404.
 func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration) *fill {
 	return c.storeWith(ctx, key, f, rep, fresh, false)
 }
@@ -249,7 +250,7 @@ func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Rep
 func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
-	case rep.Missing != nil || (rep.Status != 200 && rep.Status != 404):
+	case rep.Missing != nil || rep.Early || (rep.Status != 200 && rep.Status != 404):
 		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	case rep.Status == 404:
 		fresh, stale = c.notFoundTTL, 0

@@ -328,6 +328,11 @@ func (c *Cache) invalidate(ctx context.Context, tags []string) error {
 	return err
 }
 
+// Invalidations counts the invalidations this process has applied: its
+// own, the change feed's and those heard from the other replicas. What
+// was read while it did not move is as current as a fill would be.
+func (c *Cache) Invalidations() uint64 { return c.inval.seqNow() }
+
 // applyInvalidation removes the in-process entries carrying any of tags
 // and notes the invalidation for fills under way.
 func (c *Cache) applyInvalidation(tags []string) {

@@ -36,6 +36,11 @@ type Representation struct {
 	// tags its entry with them, so that a change to any of them can
 	// obsolete it.
 	Docs []string
+	// Early says the body was produced before the request asked for it:
+	// a cursor walk's page read ahead. A cache serves it and stores it
+	// nowhere, since its fence against invalidations began after the
+	// reading.
+	Early bool
 
 	// Set by a cache:
 	// StoredAt is when the representation was produced; zero when it

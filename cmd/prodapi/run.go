@@ -287,7 +287,10 @@ func (s *service) openCache(ctx context.Context) error {
 	s.undo = append(s.undo, func() { b.close(logger) })
 
 	enricher := enrich.New(b.store, enrich.Options{MediaPrefix: cfg.MediaPrefix, Timeout: cfg.BackendTimeout, Logger: logger})
-	renderer := render.NewWithOptions(b.store, enricher.Enrich, render.Options{ReadAhead: int(cfg.WalkReadAhead)})
+	// A page read ahead is served while the cache, made below, has
+	// applied no invalidation since its reading began.
+	renderer := render.NewWithOptions(b.store, enricher.Enrich, render.Options{ReadAhead: int(cfg.WalkReadAhead),
+		Invalidations: func() uint64 { return s.cache.Invalidations() }})
 	rdb, err := b.redis(cfg)
 	if err != nil {
 		return err

@@ -39,6 +39,11 @@ const aheadMaxBytes = 64 << 20
 // walk's read-ahead moves one page on. The backend reads page N+1 while
 // the client reads page N, on another core.
 //
+// A page is served only if no invalidation arrived since its reading
+// began (Options.Invalidations), and is never stored in the cache
+// (sources.Representation.Early): the cache's fence against
+// invalidations begins with its fill, after the reading.
+//
 // Bounds: at most max pages held, being rendered or rendered, each taken
 // once, their bodies aheadMaxBytes at most; a page nobody took is dropped
 // when it is older than aheadMaxAge and room is needed. A walk that stops costs the backend at most depth
@@ -48,6 +53,7 @@ type readAhead struct {
 	depth, max int
 	maxBytes   int // aheadMaxBytes; tests lower it
 	now        func() time.Time
+	inval      func() uint64 // Options.Invalidations
 	load       func(context.Context, *sources.Query, func(next *sources.Query)) (*sources.Representation, error)
 
 	mu    sync.Mutex
@@ -60,6 +66,7 @@ type readAhead struct {
 type aheadPage struct {
 	walk    *aheadWalk
 	started time.Time
+	inval   uint64 // Invalidations when it began
 	done    chan struct{}
 	rep     *sources.Representation
 	err     error
@@ -73,12 +80,12 @@ type aheadWalk struct {
 	last    *aheadPage      // the page begun last
 }
 
-func newReadAhead(depth int, now func() time.Time,
+func newReadAhead(depth int, now func() time.Time, inval func() uint64,
 	load func(context.Context, *sources.Query, func(next *sources.Query)) (*sources.Representation, error)) *readAhead {
 	if depth <= 0 {
 		return nil
 	}
-	return &readAhead{depth: depth, max: depth * aheadPerWalk, maxBytes: aheadMaxBytes, now: now, load: load, pages: map[string]*aheadPage{}}
+	return &readAhead{depth: depth, max: depth * aheadPerWalk, maxBytes: aheadMaxBytes, now: now, inval: inval, load: load, pages: map[string]*aheadPage{}}
 }
 
 // follow begins reading ahead from next, the page after one a request
@@ -107,7 +114,7 @@ func (a *readAhead) begin(w *aheadWalk, q *sources.Query) {
 	if _, held := a.pages[key]; held || len(a.pages) >= a.max {
 		return
 	}
-	p := &aheadPage{walk: w, started: now, done: make(chan struct{})}
+	p := &aheadPage{walk: w, started: now, inval: a.inval(), done: make(chan struct{})}
 	a.pages[key] = p
 	w.pending++
 	w.last = p
@@ -166,10 +173,12 @@ func (a *readAhead) take(ctx context.Context, q *sources.Query) (rep *sources.Re
 	case <-ctx.Done():
 		return nil, false
 	}
-	if p.err != nil || a.now().Sub(p.started) > aheadMaxAge {
+	if p.err != nil || a.now().Sub(p.started) > aheadMaxAge || a.inval() != p.inval {
 		return nil, false
 	}
-	return p.rep, true
+	rep = p.rep
+	rep.Early = true
+	return rep, true
 }
 
 // drop forgets the page p held under key. a.mu is held.

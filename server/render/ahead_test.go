@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +126,9 @@ func TestReadAheadWalk(t *testing.T) {
 		if string(rep.Body) != string(want.Body) {
 			t.Fatalf("page %d:\n got %s\nwant %s", pages+1, rep.Body, want.Body)
 		}
+		if rep.Early != (pages > 0) {
+			t.Errorf("page %d: Early %v, want %v (read ahead past the first)", pages+1, rep.Early, pages > 0)
+		}
 		pages++
 		next := nextCursor(t, rep.Body)
 		if next == "" {
@@ -176,12 +180,14 @@ func checkBytes(t *testing.T, rd *Renderer) {
 // request for a position of the change log, nor when its reading failed:
 // the page is read again.
 func TestReadAheadReadsAgain(t *testing.T) {
+	var invalidations atomic.Uint64
 	for _, tc := range []struct {
 		name  string
 		setup func(*testkit.Clock, *walkReader)
 		q     func(*sources.Query)
 	}{
 		{"too old", func(c *testkit.Clock, _ *walkReader) { c.Advance(aheadMaxAge + time.Millisecond) }, nil},
+		{"invalidated", func(*testkit.Clock, *walkReader) { invalidations.Add(1) }, nil},
 		{"min_position", nil, func(q *sources.Query) { q.Fresh = &sources.Freshness{} }},
 		{"failed", nil, nil},
 		{"over the bytes' bound", nil, nil},
@@ -189,7 +195,7 @@ func TestReadAheadReadsAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testkit.NewClock(time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC))
 			w := &walkReader{n: 11, from: map[int]int{}, fail: tc.name == "failed"}
-			rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 1, Now: clock.Now})
+			rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 1, Now: clock.Now, Invalidations: invalidations.Load})
 			if tc.name == "over the bytes' bound" {
 				rd.ahead.maxBytes = 100 // a page is more
 			}
@@ -208,8 +214,8 @@ func TestReadAheadReadsAgain(t *testing.T) {
 			if tc.q != nil {
 				tc.q(q)
 			}
-			if _, err := rd.Load(context.Background(), q); err != nil {
-				t.Fatal(err)
+			if rep, err := rd.Load(context.Background(), q); err != nil || rep.Early {
+				t.Fatalf("Load: early %v, %v; want read again", rep != nil && rep.Early, err)
 			}
 			if got := w.finds(2); got != 2 {
 				t.Errorf("the second page read %d times, want twice", got)

@@ -54,6 +54,11 @@ type Options struct {
 	ReadAhead int
 	// Now is the clock a page read ahead is aged by; nil means time.Now.
 	Now func() time.Time
+	// Invalidations counts the invalidations the cache in front has
+	// applied (cache.Cache.Invalidations): a page read ahead is served
+	// only if it did not move since the reading began. Nil: none ever
+	// happen.
+	Invalidations func() uint64
 }
 
 // New returns a renderer reading store and shaping with enrich.
@@ -68,7 +73,10 @@ func NewWithOptions(store Reader, enrich EnrichFunc, opts Options) *Renderer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	rd.ahead = newReadAhead(opts.ReadAhead, opts.Now, rd.page)
+	if opts.Invalidations == nil {
+		opts.Invalidations = func() uint64 { return 0 }
+	}
+	rd.ahead = newReadAhead(opts.ReadAhead, opts.Now, opts.Invalidations, rd.page)
 	return rd
 }
 
