@@ -501,6 +501,24 @@ func TestNeverStored(t *testing.T) {
 	}
 }
 
+// A walk's page read ahead is served gzipped when it is large enough to
+// be stored so, though it is stored nowhere.
+func TestEarlyServedCompressed(t *testing.T) {
+	e := newEnv(t)
+	body := []byte(`{"_items":[` + strings.Repeat(`{"_id":"a page read ahead"},`, 100) + `{}]}`)
+	e.be.setHook(func(context.Context, *sources.Query) (*sources.Representation, error) {
+		return &sources.Representation{Status: 200, Body: body, Early: true}, nil
+	})
+	rep := e.load(t, list(t, "items"))
+	if rep.Gzip == nil || string(plain(t, &sources.Representation{Gzip: rep.Gzip})) != string(body) || string(rep.Body) != string(body) {
+		t.Errorf("body %d bytes, gzip %d bytes: want both, the same JSON", len(rep.Body), len(rep.Gzip))
+	}
+	e.settle()
+	if keys := e.m.Keys(); len(keys) != 0 || e.c.local.len() != 0 {
+		t.Errorf("stored: Redis %q, %d in process", keys, e.c.local.len())
+	}
+}
+
 func TestNotFoundIsCachedBriefly(t *testing.T) {
 	e := newEnv(t)
 	q := detail(t, "items", "missing")
