@@ -255,6 +255,21 @@ func TestMiniredisLogLostTail(t *testing.T) {
 	}
 }
 
+// twoEntries takes reader's end, appends updates of desks d1 and d2 on
+// appender, and returns that end and the two entries once reader has
+// them.
+func twoEntries(t *testing.T, appender, reader *Log) (string, []sources.LogEntry) {
+	t.Helper()
+	_, start, err := reader.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, appender, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+	caughtUp(t, reader, start, 2)
+	read, _ := readAll(t, reader, start, all)
+	return start, read
+}
+
 // A downStream fails the follower's reads (StreamRead, StreamSnapshot)
 // while down is set, as a lost connection would, until the follower
 // reads the stream again; appends and looks go through.
@@ -302,13 +317,7 @@ func TestMiniredisLogLostTailAppendedBeforeResync(t *testing.T) {
 		tier.Close(context.Background())
 	})
 	ctx := t.Context()
-	_, start, err := l.Read(ctx, "now", all, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, l, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
-	caughtUp(t, l, start, 2)
-	read, _ := readAll(t, l, start, all)
+	start, read := twoEntries(t, l, l)
 
 	ds.down.Store(true)
 	testkit.Eventually(t, "the follower lost the stream", func() bool {
@@ -430,12 +439,7 @@ func TestRealRedisLogRestartOnOldPersistence(t *testing.T) {
 	newReplica := streamLogs(t, srv.URL())
 	a, b := newReplica(t, Options{}), newReplica(t, Options{})
 	ctx := t.Context()
-	_, start, err := b.Read(ctx, "now", all, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
-	caughtUp(t, b, start, 2)
+	start, _ := twoEntries(t, a, b)
 	// The persistence as it is now, before the tail.
 	saved := filepath.Join(t.TempDir(), "aof")
 	if out, err := exec.Command("cp", "-a", filepath.Join(dir, "appendonlydir"), saved).CombinedOutput(); err != nil {
