@@ -98,12 +98,12 @@ func (l *Log) checkMine(ctx context.Context) error {
 	if epoch == "" {
 		return nil
 	}
-	lk, ok, err := l.look(ctx, mine, true)
+	lk, ok, err := l.look(ctx, []entry{mine})
 	if err != nil {
 		return err
 	}
 	if ok && lk.st.Epoch == epoch {
-		if !lk.gone {
+		if lk.gone == nil {
 			return nil // still there, or trimmed: the follower reads it
 		}
 		if err := l.renew(ctx, epoch, "an entry this replica appended is not in the stream, and was not trimmed", "entry", mine.pos.String()); err != nil {

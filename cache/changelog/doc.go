@@ -46,7 +46,11 @@
 //     lost all the same: the replica that appended them keeps the newest
 //     it appended until its follower reads that far, and its follower
 //     (after each read) and its next Append (first) look for it, so
-//     that the epoch ends then too. What was written in Redis with the
+//     that the epoch ends then too. The follower looks for both, the
+//     newest entry it read and the newest its replica appended: a
+//     replica's feed retrying, after the loss, what failed while Redis
+//     was down appends entries that are there and move the last id past
+//     what was read, hiding neither. What was written in Redis with the
 //     lost entries is lost with them (the cache's invalidations of their
 //     documents): a follower whose epoch ends under it tells its
 //     Applier first (EpochApplier; cmd/prodapi purges the whole cache,

@@ -90,11 +90,11 @@ func (l *Log) resync(ctx context.Context) error {
 	}
 	l.mu.RLock()
 	epoch, prev, down := l.epoch, l.t.last, l.down
-	newest, held := l.newestKnown(epoch)
+	known := l.known(epoch)
 	l.mu.RUnlock()
 	same := epoch != "" && st.Epoch == epoch
 	if same {
-		if err := l.checkTail(ctx, epoch, prev, newest, held); err != nil {
+		if err := l.checkTail(ctx, epoch, prev, known); err != nil {
 			return err
 		}
 	}
@@ -137,16 +137,23 @@ func (l *Log) resync(ctx context.Context) error {
 	return nil
 }
 
-// newestKnown is the newest entry this replica knows the stream of epoch
-// held: the newest its follower read, or the newest it appended when the
-// follower has not read that far (ok is false when there is neither).
-// l.mu is held.
-func (l *Log) newestKnown(epoch string) (e entry, ok bool) {
+// known are the entries this replica knows the stream of epoch held,
+// newest first, for the follower to look for: the newest this
+// replica appended, when its follower has not read that far, and the
+// newest its follower read. Both, not the newer alone: entries appended
+// after the stream lost its tail (a feed retrying what failed while
+// Redis was down, before its follower read the stream again) are there,
+// and say nothing of those the follower read before. l.mu is held.
+func (l *Log) known(epoch string) []entry {
+	var out []entry
 	newest, held := l.t.newest()
 	if l.mineEpoch != "" && l.mineEpoch == epoch && (!held || newest.pos.less(l.mine.pos)) {
-		return l.mine, true
+		out = append(out, l.mine)
 	}
-	return newest, held
+	if held {
+		out = append(out, newest)
+	}
+	return out
 }
 
 // confirmMine forgets the newest entry this replica appended once its
@@ -160,14 +167,14 @@ func (l *Log) confirmMine() {
 
 // checkTail checks, when the follower reads the state of a stream of
 // the epoch it followed, that the stream still has what it read: its
-// last id no older than the follower's position, and the newest entry
-// the follower holds (or this replica appended, when newer) still there
-// (unless trimmed). A stream that lost
+// last id no older than the follower's position, and the entries of
+// known (the newest the follower holds, and the newest this replica
+// appended when newer) still there (unless trimmed). A stream that lost
 // them (Redis restarted on persistence lacking its newest writes; a
 // failover to a replica lacking them) ends the epoch, and errLogFollow
 // has the follower read it again.
-func (l *Log) checkTail(ctx context.Context, epoch string, prev position, newest entry, held bool) error {
-	lk, ok, err := l.look(ctx, newest, held)
+func (l *Log) checkTail(ctx context.Context, epoch string, prev position, known []entry) error {
+	lk, ok, err := l.look(ctx, known)
 	if err != nil {
 		return err
 	}
@@ -177,8 +184,8 @@ func (l *Log) checkTail(ctx context.Context, epoch string, prev position, newest
 	switch {
 	case lk.head.less(prev):
 		err = l.renew(ctx, epoch, "the stream's last id is older than one the follower read", "last", lk.st.Last, "read", prev.String())
-	case lk.gone:
-		err = l.renew(ctx, epoch, "an entry the follower read is not in the stream, and was not trimmed", "entry", newest.pos.String())
+	case lk.gone != nil:
+		err = l.renew(ctx, epoch, "an entry this replica read or appended is not in the stream, and was not trimmed", "entry", lk.gone.pos.String(), "last", lk.st.Last)
 	default:
 		return nil
 	}
@@ -189,29 +196,44 @@ func (l *Log) checkTail(ctx context.Context, epoch string, prev position, newest
 }
 
 // A view is what the follower sees of the stream: its state, its last id
-// and trim mark, and whether the newest entry the follower read is gone
-// (neither there nor trimmed).
+// and trim mark, and the first entry looked for that is gone (neither
+// there nor trimmed), nil when none is.
 type view struct {
 	st            redistier.StreamState
 	head, trimmed position
-	gone          bool
+	gone          *entry
 }
 
-// look reads the stream's state and, when held, looks for newest; ok is
-// false when there is no stream.
-func (l *Log) look(ctx context.Context, newest entry, held bool) (v view, ok bool, err error) {
-	at := ""
-	if held {
-		at = newest.pos.String()
+// look reads the stream's state and looks for each entry of known (one
+// call each, the first with the state), stopping at the first gone; ok
+// is false when there is no stream.
+func (l *Log) look(ctx context.Context, known []entry) (v view, ok bool, err error) {
+	for i, e := range known {
+		st, rec, ok, err := l.stream.StreamCheck(ctx, e.pos.String())
+		if err != nil || !ok {
+			return v, ok, err
+		}
+		if i == 0 {
+			v.st = st
+			v.head, _ = parsePosition(st.Last)
+			v.trimmed, _ = parsePosition(st.Trimmed)
+		} else if st.Epoch != v.st.Epoch {
+			return v, true, nil // renewed meanwhile: the caller sees another epoch next time
+		}
+		if trimmed, _ := parsePosition(st.Trimmed); trimmed.less(e.pos) && !sameEntry(rec, e) {
+			v.gone = &known[i]
+			return v, true, nil
+		}
 	}
-	st, rec, ok, err := l.stream.StreamCheck(ctx, at)
-	if err != nil || !ok {
-		return v, ok, err
+	if len(known) == 0 {
+		st, _, ok, err := l.stream.StreamCheck(ctx, "")
+		if err != nil || !ok {
+			return v, ok, err
+		}
+		v.st = st
+		v.head, _ = parsePosition(st.Last)
+		v.trimmed, _ = parsePosition(st.Trimmed)
 	}
-	v.st = st
-	v.head, _ = parsePosition(st.Last)
-	v.trimmed, _ = parsePosition(st.Trimmed)
-	v.gone = held && v.trimmed.less(newest.pos) && !sameEntry(rec, newest)
 	return v, true, nil
 }
 
@@ -254,7 +276,7 @@ func (l *Log) follows(ctx context.Context) error {
 		}
 		l.mu.RLock()
 		epoch, last := l.epoch, l.t.last
-		newest, held := l.newestKnown(epoch)
+		known := l.known(epoch)
 		l.mu.RUnlock()
 		recs, err := l.stream.StreamRead(ctx, last.String(), followBlock, followCount)
 		if err != nil {
@@ -262,11 +284,11 @@ func (l *Log) follows(ctx context.Context) error {
 		}
 		// After every read, a quiet one too: a stream that lost its tail
 		// and was appended to since looks like one that goes on.
-		lk, ok, err := l.look(ctx, newest, held)
+		lk, ok, err := l.look(ctx, known)
 		if err != nil {
 			return err
 		}
-		if !ok || lk.st.Epoch != epoch || last.less(lk.trimmed) || lk.head.less(last) || lk.gone {
+		if !ok || lk.st.Epoch != epoch || last.less(lk.trimmed) || lk.head.less(last) || lk.gone != nil {
 			// Another life of the stream, entries after ours trimmed
 			// before we read them, or entries we read lost: start again
 			// from its state (resync tells which).

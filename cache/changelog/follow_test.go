@@ -255,6 +255,95 @@ func TestMiniredisLogLostTail(t *testing.T) {
 	}
 }
 
+// twoEntries takes reader's end, appends updates of desks d1 and d2 on
+// appender, and returns that end and the two entries once reader has
+// them.
+func twoEntries(t *testing.T, appender, reader *Log) (string, []sources.LogEntry) {
+	t.Helper()
+	_, start, err := reader.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, appender, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
+	caughtUp(t, reader, start, 2)
+	read, _ := readAll(t, reader, start, all)
+	return start, read
+}
+
+// A downStream fails the follower's reads (StreamRead, StreamSnapshot)
+// while down is set, as a lost connection would, until the follower
+// reads the stream again; appends and looks go through.
+type downStream struct {
+	Stream
+	down atomic.Bool
+}
+
+var errDown = errors.New("the follower's connection is down")
+
+func (d *downStream) StreamRead(ctx context.Context, after string, block time.Duration, count int) ([]redistier.StreamRecord, error) {
+	if d.down.Load() {
+		return nil, errDown
+	}
+	return d.Stream.StreamRead(ctx, after, block, count)
+}
+
+func (d *downStream) StreamSnapshot(ctx context.Context, n int) (redistier.StreamState, []redistier.StreamRecord, error) {
+	if d.down.Load() {
+		return redistier.StreamState{}, nil, errDown
+	}
+	return d.Stream.StreamSnapshot(ctx, n)
+}
+
+// A stream that lost the entries a follower read, then took an append
+// from the same replica before the follower read it again (its feed
+// retrying what failed while Redis was down), still ends its epoch: the
+// stream's last id is past what the follower read, and the newest entry
+// this replica appended is there, but the newest the follower read is
+// not. A token of a lost entry never reads the new entry as if nothing
+// were missing between.
+func TestMiniredisLogLostTailAppendedBeforeResync(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := realserver.RedisClient(m.Addr())
+	t.Cleanup(func() { rdb.Close() })
+	tier := redistier.New(rdb, redistier.Options{Timeout: 5 * time.Second})
+	ds := &downStream{Stream: tier}
+	reg := metrics.NewMetrics()
+	a := newApplier()
+	l := New(ds, Options{Apply: a, Metrics: reg})
+	t.Cleanup(func() {
+		if err := l.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		tier.Close(context.Background())
+	})
+	ctx := t.Context()
+	start, read := twoEntries(t, l, l)
+
+	ds.down.Store(true)
+	testkit.Eventually(t, "the follower lost the stream", func() bool {
+		_, _, err := l.Read(ctx, read[1].Token, all, 10)
+		return errors.Is(err, sources.ErrUnavailable)
+	})
+	recs := streamRecords(t, rdb)
+	rewriteStream(t, rdb, recs[:len(recs)-1]) // d2 lost
+	mustAppend(t, l, SourceSandbox, change("desks", "d3", sources.OpUpdate))
+	ds.down.Store(false)
+
+	for _, tok := range []string{start, read[0].Token, read[1].Token} {
+		testkit.Eventually(t, "the old epoch's "+tok+" expired", func() bool {
+			got, _, err := l.Read(ctx, tok, all, 10)
+			if err == nil && len(got) > 0 {
+				t.Fatalf("Read(%s) after the lost tail: %v, want a 410", tok, ids(got))
+			}
+			return errors.Is(err, sources.ErrExpired)
+		})
+	}
+	if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
+		t.Errorf("epochs ended %d, want 1", got)
+	}
+	testkit.Eventually(t, "the applier told of the ended epoch", func() bool { return a.ended.Load() == 1 })
+}
+
 // An epoch that ends under a follower is told to its applier
 // (EpochEnded) before the new epoch's entries, once, so that what was
 // written with the lost entries (the cache's shared invalidations) is
@@ -350,12 +439,7 @@ func TestRealRedisLogRestartOnOldPersistence(t *testing.T) {
 	newReplica := streamLogs(t, srv.URL())
 	a, b := newReplica(t, Options{}), newReplica(t, Options{})
 	ctx := t.Context()
-	_, start, err := b.Read(ctx, "now", all, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("desks", "d2", sources.OpUpdate))
-	caughtUp(t, b, start, 2)
+	start, _ := twoEntries(t, a, b)
 	// The persistence as it is now, before the tail.
 	saved := filepath.Join(t.TempDir(), "aof")
 	if out, err := exec.Command("cp", "-a", filepath.Join(dir, "appendonlydir"), saved).CombinedOutput(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type convClient struct {
 	deleted map[string]bool                       // resource/_id → its deletion seen
 	stats   convStats
 	recent  []string // the last entries applied, for a failure's message
+	applied []string // every entry applied, "resource/_id op", in order
 }
 
 // convStats counts what the client did.
@@ -410,6 +412,7 @@ func (c *convClient) apply(ctx context.Context, at int, e convEntry, pos string)
 	c.stats.entries++
 	c.stats.byReplica[at]++
 	c.stats.byDoc[key]++
+	c.applied = append(c.applied, e.Resource+"/"+e.ID+" "+e.Op)
 	c.recent = append(c.recent, fmt.Sprintf("%s %s (replica %d, edit %d)", e.Op, key, at, markerOf(e.Resource, e.Doc)))
 	if len(c.recent) > 20 {
 		c.recent = c.recent[1:]
@@ -481,6 +484,13 @@ func (c *convClient) waitSeen(t *testing.T, edits []convEdit) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// appliedOrder returns every entry the client applied, in order.
+func (c *convClient) appliedOrder() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.applied)
 }
 
 // following reports whether the client has synced and applied n
