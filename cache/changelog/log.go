@@ -240,8 +240,9 @@ func (l *Log) ready(ctx context.Context, op string) error {
 // faster one, reads nothing yet.
 //
 // Errors: a token of another life of the log (another epoch), older than
-// the newest entry trimmed, or ahead of the log's head (the log lost
-// entries it had handed out: the epoch ends) wraps sources.ErrExpired;
+// the newest entry trimmed, or ahead of the log's head or naming an
+// entry the stream lost (see lostAt; the epoch ends) wraps
+// sources.ErrExpired;
 // one that is no token wraps sources.ErrInvalid; while the log cannot be
 // read (the follower cannot read the stream, Redis fails), an error
 // wrapping sources.ErrUnavailable.
