@@ -538,13 +538,14 @@ func TestRealRedisLogWritePause(t *testing.T) {
 // stream names no entry there and trimmed none, so the position is a
 // 410, never a 200 with the entries appended since and the lost ones
 // skipped. In front of the tail, and older than it.
-func TestMiniredisLogLostRangeUnread(t *testing.T) {
-	testLostRangeUnread(t, func(t *testing.T) string { return miniredis.RunT(t).Addr() })
-}
+func TestMiniredisLogLostRangeUnread(t *testing.T) { testLostRangeUnread(t, miniAddr) }
 
-func TestRealRedisLogLostRangeUnread(t *testing.T) {
-	testLostRangeUnread(t, func(t *testing.T) string { return realserver.StartRedis(t, 0).Addr() })
-}
+func TestRealRedisLogLostRangeUnread(t *testing.T) { testLostRangeUnread(t, realAddr) }
+
+// miniAddr and realAddr start a Redis of the test's own (miniredis, a
+// redis-server) and return its address.
+func miniAddr(t *testing.T) string { return miniredis.RunT(t).Addr() }
+func realAddr(t *testing.T) string { return realserver.StartRedis(t, 0).Addr() }
 
 // addrLog is a replica's log on the Redis at addr.
 func addrLog(t *testing.T, addr string, opts Options) *Log {
@@ -552,6 +553,16 @@ func addrLog(t *testing.T, addr string, opts Options) *Log {
 	t.Cleanup(func() { rdb.Close() })
 	l, _ := logOn(t, rdb, redistier.Options{Timeout: 5 * time.Second}, opts)
 	return l
+}
+
+// endOf is where l stands now, as since=now answers.
+func endOf(t *testing.T, l *Log) string {
+	t.Helper()
+	_, end, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end
 }
 
 // testLostRangeUnread runs TestMiniredisLogLostRangeUnread on a Redis
@@ -562,10 +573,7 @@ func testLostRangeUnread(t *testing.T, server func(t *testing.T) string) {
 			addr := server(t)
 			reg := metrics.NewMetrics()
 			a := addrLog(t, addr, Options{Metrics: reg})
-			_, start, err := a.Read(t.Context(), "now", all, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
+			start := endOf(t, a)
 			mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate),
 				change("desks", "d2", sources.OpUpdate), change("desks", "d3", sources.OpUpdate))
 			caughtUp(t, a, start, 3)
@@ -579,10 +587,7 @@ func testLostRangeUnread(t *testing.T, server func(t *testing.T) string) {
 			rewriteStream(t, rdb, recs[:1]) // d2 and d3 lost
 
 			b := addrLog(t, addr, Options{Metrics: reg, Tail: tailLen})
-			_, now, err := b.Read(t.Context(), "now", all, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
+			now := endOf(t, b)
 			mustAppend(t, b, SourceSandbox, change("desks", "d4", sources.OpUpdate), change("desks", "d5", sources.OpUpdate))
 			caughtUp(t, b, now, 2)
 			for _, lost := range read[1:] {
@@ -596,8 +601,7 @@ func testLostRangeUnread(t *testing.T, server func(t *testing.T) string) {
 				t.Errorf("epochs ended %d, want 1", got)
 			}
 			testkit.Eventually(t, "b follows the new epoch", func() bool {
-				_, end, err := b.Read(t.Context(), "now", all, 10)
-				return err == nil && end[:epochLen] != start[:epochLen]
+				return endOf(t, b)[:epochLen] != start[:epochLen]
 			})
 			if got := goesOn(t, b, b, "d6"); !slices.Equal(ids(got), []string{"desks/d6 update"}) {
 				t.Errorf("the new epoch: %v", ids(got))
@@ -611,13 +615,9 @@ func testLostRangeUnread(t *testing.T, server func(t *testing.T) string) {
 // stream's end (its creation marker, the trim mark), and the end of a
 // read whose last entries the token may not read (they name entries, but
 // the token never read them).
-func TestMiniredisLogPositionsNamingNoEntry(t *testing.T) {
-	testPositionsNamingNoEntry(t, func(t *testing.T) string { return miniredis.RunT(t).Addr() })
-}
+func TestMiniredisLogPositionsNamingNoEntry(t *testing.T) { testPositionsNamingNoEntry(t, miniAddr) }
 
-func TestRealRedisLogPositionsNamingNoEntry(t *testing.T) {
-	testPositionsNamingNoEntry(t, func(t *testing.T) string { return realserver.StartRedis(t, 0).Addr() })
-}
+func TestRealRedisLogPositionsNamingNoEntry(t *testing.T) { testPositionsNamingNoEntry(t, realAddr) }
 
 // testPositionsNamingNoEntry runs TestMiniredisLogPositionsNamingNoEntry
 // on a Redis at server(t), one of its own.
@@ -628,10 +628,7 @@ func testPositionsNamingNoEntry(t *testing.T, server func(t *testing.T) string) 
 			reg := metrics.NewMetrics()
 			a := addrLog(t, addr, Options{Metrics: reg})
 			b := addrLog(t, addr, Options{Metrics: reg, Tail: tailLen})
-			_, start, err := b.Read(t.Context(), "now", all, 10)
-			if err != nil {
-				t.Fatal(err)
-			}
+			start := endOf(t, b)
 			mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("archive", "i1", sources.OpUpdate))
 			caughtUp(t, b, start, 2)
 			desks, hidden := readAll(t, b, start, []string{"desks"})
