@@ -21,9 +21,11 @@
 // gone (Redis restarted without persistence, the key was deleted) or
 // found to have lost entries it had handed out (below), or, without
 // Redis, the process's. A token of another epoch, one older than the
-// newest entry trimmed, or one ahead of the log's head has expired
-// (sources.ErrExpired: the client resyncs); it is never read as a
-// position it does not mean, and never waited on.
+// newest entry trimmed, one ahead of the log's head, or, in front of
+// Redis, one newer than the newest entry trimmed that names no entry the
+// stream holds (lost) has expired (sources.ErrExpired: the client
+// resyncs); it is never read as a position it does not mean, and never
+// waited on.
 //
 // # What a client can rely on
 //
@@ -38,7 +40,12 @@
 //     the last id is older than one it had read, or the newest entry it
 //     read is gone without having been trimmed), and so does a read or
 //     a wait with a token ahead of the stream's last id (an honest
-//     client's, after a lost tail): the epoch ends with a
+//     client's, after a lost tail), and so does a read with a token
+//     newer than the trim mark that names no entry of the stream (a
+//     client's lost position, after the feeds' retried appends moved
+//     the last id past it, on any replica: one whose follower never
+//     read the lost entries, when the replica that served them is
+//     gone): the epoch ends with a
 //     compare-and-set on the old one (redistier.StreamRenew), by
 //     whichever replica finds it first. A trimmed gap is a 410 as well
 //     (the trim mark). Entries lost before any follower read them (every
@@ -85,7 +92,12 @@
 // the document's seen key already holds the change's Version, XADD its
 // entries and set the key (an hour); then trim, exactly and at most 1000
 // entries a call, by length (Options.MaxEntries) and by age
-// (Options.Retain, by Redis's clock), recording the newest id trimmed.
+// (Options.Retain, by Redis's clock), recording the newest id trimmed
+// (the trim mark; a new stream's is the id of the marker it was created
+// with, trimmed at once). Every position the log hands out names an
+// entry or is the trim mark, so that one that names neither was lost.
+// A stream from before the creation marker was recorded has a trim mark
+// of 0-0 until its first trim: no position of it counts as lost so.
 //
 // Versions make "appended once" hold whoever reports a change:
 //

@@ -531,3 +531,123 @@ func TestRealRedisLogWritePause(t *testing.T) {
 		t.Errorf("after the pause: %v", ids(got))
 	}
 }
+
+// A position the stream lost ends the epoch wherever a client sends it,
+// even on a replica whose follower never read the lost entries and whose
+// replica appended none of them (the one that served them is dead): the
+// stream names no entry there and trimmed none, so the position is a
+// 410, never a 200 with the entries appended since and the lost ones
+// skipped. In front of the tail, and older than it.
+func TestMiniredisLogLostRangeUnread(t *testing.T) { testLostRangeUnread(t, miniAddr) }
+
+func TestRealRedisLogLostRangeUnread(t *testing.T) { testLostRangeUnread(t, realAddr) }
+
+// miniAddr and realAddr start a Redis of the test's own (miniredis, a
+// redis-server) and return its address.
+func miniAddr(t *testing.T) string { return miniredis.RunT(t).Addr() }
+func realAddr(t *testing.T) string { return realserver.StartRedis(t, 0).Addr() }
+
+// addrLog is a replica's log on the Redis at addr.
+func addrLog(t *testing.T, addr string, opts Options) *Log {
+	rdb := realserver.RedisClient(addr)
+	t.Cleanup(func() { rdb.Close() })
+	l, _ := logOn(t, rdb, redistier.Options{Timeout: 5 * time.Second}, opts)
+	return l
+}
+
+// endOf is where l stands now, as since=now answers.
+func endOf(t *testing.T, l *Log) string {
+	t.Helper()
+	_, end, err := l.Read(t.Context(), "now", all, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// testLostRangeUnread runs TestMiniredisLogLostRangeUnread on a Redis
+// at server(t), one of its own.
+func testLostRangeUnread(t *testing.T, server func(t *testing.T) string) {
+	for _, tailLen := range []int{0, 1} {
+		t.Run(fmt.Sprintf("tail %d", tailLen), func(t *testing.T) {
+			addr := server(t)
+			reg := metrics.NewMetrics()
+			a := addrLog(t, addr, Options{Metrics: reg})
+			start := endOf(t, a)
+			mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate),
+				change("desks", "d2", sources.OpUpdate), change("desks", "d3", sources.OpUpdate))
+			caughtUp(t, a, start, 3)
+			read, _ := readAll(t, a, start, all)
+			if err := a.Close(t.Context()); err != nil { // a dies: nobody else read d2 and d3
+				t.Fatal(err)
+			}
+			rdb := realserver.RedisClient(addr)
+			defer rdb.Close()
+			recs := streamRecords(t, rdb)
+			rewriteStream(t, rdb, recs[:1]) // d2 and d3 lost
+
+			b := addrLog(t, addr, Options{Metrics: reg, Tail: tailLen})
+			now := endOf(t, b)
+			mustAppend(t, b, SourceSandbox, change("desks", "d4", sources.OpUpdate), change("desks", "d5", sources.OpUpdate))
+			caughtUp(t, b, now, 2)
+			for _, lost := range read[1:] {
+				got, _, err := b.Read(t.Context(), lost.Token, all, 10)
+				if !errors.Is(err, sources.ErrExpired) {
+					t.Fatalf("Read(%s, lost) on a replica that never read it: %v, %v; want a 410", lost.ID, ids(got), err)
+				}
+			}
+			expires(t, map[string]*Log{"b": b}, start, read[0].Token, now)
+			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 1 {
+				t.Errorf("epochs ended %d, want 1", got)
+			}
+			testkit.Eventually(t, "b follows the new epoch", func() bool {
+				return endOf(t, b)[:epochLen] != start[:epochLen]
+			})
+			if got := goesOn(t, b, b, "d6"); !slices.Equal(ids(got), []string{"desks/d6 update"}) {
+				t.Errorf("the new epoch: %v", ids(got))
+			}
+		})
+	}
+}
+
+// The positions the log hands out that name no entry of the stream go on
+// (200), in front of the tail and older than it, and end no epoch: a new
+// stream's end (its creation marker, the trim mark), and the end of a
+// read whose last entries the token may not read (they name entries, but
+// the token never read them).
+func TestMiniredisLogPositionsNamingNoEntry(t *testing.T) { testPositionsNamingNoEntry(t, miniAddr) }
+
+func TestRealRedisLogPositionsNamingNoEntry(t *testing.T) { testPositionsNamingNoEntry(t, realAddr) }
+
+// testPositionsNamingNoEntry runs TestMiniredisLogPositionsNamingNoEntry
+// on a Redis at server(t), one of its own.
+func testPositionsNamingNoEntry(t *testing.T, server func(t *testing.T) string) {
+	for _, tailLen := range []int{0, 1} {
+		t.Run(fmt.Sprintf("tail %d", tailLen), func(t *testing.T) {
+			addr := server(t)
+			reg := metrics.NewMetrics()
+			a := addrLog(t, addr, Options{Metrics: reg})
+			b := addrLog(t, addr, Options{Metrics: reg, Tail: tailLen})
+			start := endOf(t, b)
+			mustAppend(t, a, SourceSandbox, change("desks", "d1", sources.OpUpdate), change("archive", "i1", sources.OpUpdate))
+			caughtUp(t, b, start, 2)
+			desks, hidden := readAll(t, b, start, []string{"desks"})
+			if !slices.Equal(ids(desks), []string{"desks/d1 update"}) {
+				t.Fatalf("desks after the new stream's end: %v", ids(desks))
+			}
+			mustAppend(t, a, SourceSandbox, change("desks", "d2", sources.OpUpdate), change("desks", "d3", sources.OpUpdate))
+			caughtUp(t, b, start, 4)
+			for _, tok := range []string{start, hidden} {
+				if _, _, err := b.Read(t.Context(), tok, all, 1); err != nil {
+					t.Errorf("Read(%s): %v, want the entries after it", tok, err)
+				}
+			}
+			if got, _ := readAll(t, b, hidden, []string{"desks"}); !slices.Equal(ids(got), []string{"desks/d2 update", "desks/d3 update"}) {
+				t.Errorf("desks after the hidden entry: %v", ids(got))
+			}
+			if got := reg.Counter("prodapi_changes_epochs_ended_total", "").Value(); got != 0 {
+				t.Errorf("epochs ended %d, want none", got)
+			}
+		})
+	}
+}

@@ -240,8 +240,9 @@ func (l *Log) ready(ctx context.Context, op string) error {
 // faster one, reads nothing yet.
 //
 // Errors: a token of another life of the log (another epoch), older than
-// the newest entry trimmed, or ahead of the log's head (the log lost
-// entries it had handed out: the epoch ends) wraps sources.ErrExpired;
+// the newest entry trimmed, or ahead of the log's head or naming an
+// entry the stream lost (see lostAt; the epoch ends) wraps
+// sources.ErrExpired;
 // one that is no token wraps sources.ErrInvalid; while the log cannot be
 // read (the follower cannot read the stream, Redis fails), an error
 // wrapping sources.ErrUnavailable.
@@ -306,14 +307,16 @@ func (l *Log) readRing(since string, tok token, keep mask, n, scan int) ([]sourc
 // the follower but not of the stream.
 func (l *Log) readToken(ctx context.Context, tok token, keep mask, n, scan int) ([]sources.LogEntry, string, error) {
 	l.mu.RLock()
-	epoch, from, last := l.epoch, l.t.from, l.t.last
-	if tok.epoch == epoch && l.t.covers(tok.pos) {
+	epoch, last := l.epoch, l.t.last
+	if tok.epoch == epoch && l.t.covers(tok.pos) && l.t.names(tok.pos) {
 		entries, next := l.t.read(epoch, tok.pos, keep, n, scan)
 		l.mu.RUnlock()
 		return entries, token{epoch: epoch, pos: next}.String(), nil
 	}
 	l.mu.RUnlock()
-	if tok.epoch == epoch && tok.pos.less(from) {
+	if tok.epoch == epoch && !last.less(tok.pos) {
+		// Older than the tail, or in it but naming no entry it holds:
+		// the stream tells whether the position was lost.
 		return l.readStream(ctx, tok, keep, n, scan, last)
 	}
 	if err := l.behind(ctx, "read", tok); err != nil {
@@ -323,9 +326,12 @@ func (l *Log) readToken(ctx context.Context, tok token, keep mask, n, scan int) 
 }
 
 // readStream reads after tok from the stream itself, entries up to upto
-// (what the follower has applied) only.
+// (what the follower has applied) only. A token newer than the trim mark
+// that names no entry of the stream was lost with the entries it names
+// (see lostAt): the epoch ends.
 func (l *Log) readStream(ctx context.Context, tok token, keep mask, n, scan int, upto position) ([]sources.LogEntry, string, error) {
-	st, recs, ok, err := l.stream.StreamRange(ctx, tok.pos.String(), scan)
+	// From tok's own entry on, so that the read shows whether it is there.
+	st, recs, ok, err := l.stream.StreamRange(ctx, tok.pos.before(), scan+1)
 	if err != nil {
 		return nil, "", unavailable("read", err)
 	}
@@ -338,8 +344,32 @@ func (l *Log) readStream(ctx context.Context, tok token, keep mask, n, scan int,
 	if trimmed, _ := parsePosition(st.Trimmed); tok.pos.less(trimmed) {
 		return nil, "", fmt.Errorf("changelog: read: %s is older than the entries kept: %w", tok, sources.ErrExpired)
 	}
+	if lostAt(st, recs, tok.pos) {
+		// A failed renewal is logged; the token is expired all the same.
+		_ = l.renew(ctx, tok.epoch, "a token names no entry of the stream, and none was trimmed there", "token", tok.String(), "last", st.Last)
+		return nil, "", fmt.Errorf("changelog: read: %s names an entry the log lost: %w", tok, sources.ErrExpired)
+	}
 	entries, next := keepRecords(st.Epoch, recs, tok.pos, upto, keep, n)
 	return entries, token{epoch: st.Epoch, pos: next}.String(), nil
+}
+
+// lostAt reports whether p, a position of the stream's epoch newer than
+// its trim mark, names no entry of the stream: recs are the stream's
+// records from p on, read with its state st. Every position the log hands
+// out names an entry, or is the trim mark (the creation marker of a new
+// stream, the last id of a renewed epoch, the newest entry trimmed), or
+// is one the client sent (nothing after it yet); so one that names no
+// entry and was not trimmed was lost with the entries it named (a restart
+// on persistence lacking the newest writes, a failover), even when the
+// follower here never read them. A stream whose trim mark is "0-0" (made
+// before its creation marker was recorded, or that lost its meta hash)
+// cannot tell a lost position from its creation marker: none is lost.
+func lostAt(st redistier.StreamState, recs []redistier.StreamRecord, p position) bool {
+	trimmed, _ := parsePosition(st.Trimmed)
+	if trimmed == (position{}) || !trimmed.less(p) {
+		return false
+	}
+	return len(recs) == 0 || recs[0].ID != p.String()
 }
 
 // keepRecords turns records after p, up to upto, into entries, keeping

@@ -163,6 +163,16 @@ func (t *tail) covers(p position) bool {
 	return !p.less(t.from) && !t.last.less(p)
 }
 
+// names reports whether p is the tail's start or the position of an
+// entry held: a position the log hands out, where the tail covers it.
+func (t *tail) names(p position) bool {
+	if p == t.from {
+		return true
+	}
+	i := t.after(p)
+	return i > t.head && t.entries[i-1].pos == p
+}
+
 // after returns the index of the first entry held after p.
 func (t *tail) after(p position) int {
 	live := t.entries[t.head:]

@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,18 @@ func (p position) less(q position) bool {
 // String is the position as Redis writes a stream id.
 func (p position) String() string {
 	return strconv.FormatUint(p.ms, 10) + "-" + strconv.FormatUint(p.seq, 10)
+}
+
+// before is the stream id just before p, so that a read after it reads
+// p's own entry first; "" (from the oldest) for 0-0, which no entry has.
+func (p position) before() string {
+	switch {
+	case p.seq > 0:
+		return position{p.ms, p.seq - 1}.String()
+	case p.ms > 0:
+		return position{p.ms - 1, math.MaxUint64}.String()
+	}
+	return ""
 }
 
 // parsePosition reads a stream id, ms-seq.

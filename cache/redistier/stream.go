@@ -27,8 +27,10 @@ import (
 // (Redis restarted without persistence, the key was deleted or evicted)
 // or the meta hash does, or when a reader finds that the stream lost
 // entries it had handed out (StreamRenew). An id means something only
-// with its epoch. trimmed is the newest id trimmed away, "0-0" when none
-// was: a reader resuming after an id older than it has missed entries.
+// with its epoch. trimmed is the newest id trimmed away (at first, the
+// id of the marker the stream was created with; "0-0" for a stream made
+// before that was recorded): a reader resuming after an id older than
+// it has missed entries.
 // A renewed epoch starts with trimmed at the stream's last id: the
 // entries of the old one are never read as the new one's.
 //
@@ -87,17 +89,21 @@ const trimBatch = 1000
 // ensureEpoch is the script fragment every script that creates or reads
 // the stream starts with: the epoch, made anew (ARGV[1]) when the stream
 // or its meta hash is gone. An empty stream is created with the epoch, so
-// that "the stream is gone" always means it was lost.
+// that "the stream is gone" always means it was lost; the id of that
+// creation marker (trimmed at once) is the new stream's trim mark, so
+// that every id the stream stands at names an entry or is at most the
+// trim mark. A stream kept without its meta hash starts at "0-0".
 const ensureEpoch = `
 local stream, meta = KEYS[1], KEYS[2]
 local epoch = redis.call('HGET', meta, 'epoch')
 if not epoch or redis.call('EXISTS', stream) == 0 then
   epoch = ARGV[1]
-  redis.call('DEL', meta)
-  redis.call('HSET', meta, 'epoch', epoch, 'trimmed', '0-0')
+  local start = '0-0'
   if redis.call('EXISTS', stream) == 0 then
-    redis.call('XADD', stream, 'MAXLEN', '0', '*', 'epoch', epoch)
+    start = redis.call('XADD', stream, 'MAXLEN', '0', '*', 'epoch', epoch)
   end
+  redis.call('DEL', meta)
+  redis.call('HSET', meta, 'epoch', epoch, 'trimmed', start)
 end
 ` + lastIDFunc
 

@@ -67,7 +67,7 @@ func TestRealRedisStreamAppendAndRead(t *testing.T) {
 	if diff := cmp.Diff(recs[0].Fields, record("a")); diff != "" {
 		t.Errorf("fields (-got +want):\n%s", diff)
 	}
-	if st.Epoch != epoch || st.Trimmed != "0-0" || st.Last != all[len(all)-1] || st.Length != 5 {
+	if st.Epoch != epoch || st.Trimmed == "0-0" || st.Last != all[len(all)-1] || st.Length != 5 {
 		t.Errorf("range state %+v", st)
 	}
 	_, recs, _, _ = tr.StreamRange(ctx, all[1], 2)
@@ -247,8 +247,8 @@ func TestRealRedisStreamEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := st.Epoch
-	if first == "" || st.Length != 0 || st.Last == "" || st.Last == "0-0" {
-		t.Fatalf("a new stream: %+v", st)
+	if first == "" || st.Length != 0 || st.Last == "" || st.Last == "0-0" || st.Trimmed != st.Last {
+		t.Fatalf("a new stream: %+v; want its creation marker, trimmed, as its last id and trim mark", st)
 	}
 	again, _, _ := tr.StreamSnapshot(ctx, 10)
 	if again.Epoch != first || again.Last != st.Last {
@@ -267,6 +267,11 @@ func TestRealRedisStreamEpoch(t *testing.T) {
 		}
 		if next.Epoch == "" || next.Epoch == first {
 			t.Errorf("%s lost: epoch %q, want a new one", lose, next.Epoch)
+		}
+		// A new stream starts at its creation marker; one kept without
+		// its meta hash at 0-0.
+		if got, _, _, err := tr.StreamCheck(ctx, ""); err != nil || (got.Trimmed == "0-0") != (lose == streamMetaKey()) {
+			t.Errorf("%s lost: trim mark %q, %v", lose, got.Trimmed, err)
 		}
 		first = next.Epoch
 	}

@@ -98,9 +98,10 @@ type Log interface {
 	//
 	// Errors: one wrapping sources.ErrExpired when since cannot be
 	// continued (older than the oldest entry kept, of another life of
-	// the log, ahead of its head) (410); one wrapping sources.ErrInvalid
-	// when since is malformed (400, a safety net behind Valid); anything
-	// else is the log being unavailable (503).
+	// the log, ahead of its head, naming an entry the log lost) (410);
+	// one wrapping sources.ErrInvalid when since is malformed (400, a
+	// safety net behind Valid); anything else is the log being
+	// unavailable (503).
 	Read(ctx context.Context, since string, resources []string, max int) (entries []sources.LogEntry, next string, err error)
 	// Wait returns nil once the log holds an entry after since (of any
 	// resource), or ctx's error when ctx ends first; Read's errors when
