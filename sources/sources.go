@@ -123,6 +123,12 @@ type Cursor struct {
 	// parameter of the page's next link. The request parser sets it: it
 	// alone holds the key that makes cursors opaque and unforgeable.
 	Seal func(Position) (string, error)
+	// Early, when set, may be told the position after the page as soon
+	// as the backend's answer shows it, before the answer is decoded: a
+	// walk read ahead begins its next page then. It is a guess; the
+	// Result's Next is the position. A backend need not call it, and
+	// calls it, if at all, before Find returns.
+	Early func(Position)
 }
 
 // A Position is where a cursor walk stands: just after the document

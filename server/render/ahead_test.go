@@ -25,6 +25,23 @@ type walkReader struct {
 	gate chan struct{}
 	fail bool // Finds past the first page fail
 	busy int  // Finds waiting at the gate
+	// early: Finds tell Cursor.Early the next position first (wrong:
+	// a wrong one), then wait for the next page's Find to begin; late
+	// counts those that waited in vain.
+	early, wrong bool
+	late         int
+	sealed       atomic.Int64 // cursors sealed by queries of query
+}
+
+// query is walkQuery whose seals w counts.
+func (w *walkReader) query(where, cursor string) *sources.Query {
+	q := walkQuery(where, cursor)
+	seal := q.Cursor.Seal
+	q.Cursor.Seal = func(p sources.Position) (string, error) {
+		w.sealed.Add(1)
+		return seal(p)
+	}
+	return q
 }
 
 func (w *walkReader) Get(context.Context, *sources.Resource, string) (*sources.Doc, error) {
@@ -55,8 +72,30 @@ func (w *walkReader) Find(ctx context.Context, q *sources.Query) (*sources.Resul
 	}
 	if end := start + q.MaxResults; end < w.n {
 		r.Next = &sources.Position{Values: []any{int64(end - 1)}}
+		if w.early && q.Cursor.Early != nil {
+			guess := *r.Next
+			if w.wrong {
+				guess.Values = []any{int64(end)}
+			}
+			q.Cursor.Early(guess)
+			if !w.wrong {
+				w.awaitFind(end)
+			}
+		}
 	}
 	return r, nil
+}
+
+// awaitFind waits for a Find from start to begin, 10 s at most.
+func (w *walkReader) awaitFind(start int) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if w.finds(start) > 0 {
+			return
+		}
+	}
+	w.mu.Lock()
+	w.late++
+	w.mu.Unlock()
 }
 
 func (w *walkReader) finds(start int) int {
@@ -173,6 +212,54 @@ func checkBytes(t *testing.T, rd *Renderer) {
 	}
 	if rd.ahead.bytes != want {
 		t.Errorf("%d bytes held, want %d", rd.ahead.bytes, want)
+	}
+}
+
+// A store that tells the next position early has the next page begun
+// before it returns this one, and the cursor of each next link is sealed
+// once; a wrong guess costs a page read for nothing, never a wrong page.
+func TestReadAheadBeginsEarly(t *testing.T) {
+	for _, wrong := range []bool{false, true} {
+		t.Run(fmt.Sprint("wrong=", wrong), func(t *testing.T) {
+			const n = 11
+			w := &walkReader{n: n, from: map[int]int{}, early: true, wrong: wrong}
+			rd := NewWithOptions(w, noEnrich, Options{ReadAhead: 2})
+			plain := New(&walkReader{n: n, from: map[int]int{}}, noEnrich)
+			cursor, pages := "", 0
+			for {
+				rep, err := rd.Load(context.Background(), w.query("w", cursor))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := plain.Load(context.Background(), walkQuery("w", cursor))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(rep.Body) != string(want.Body) {
+					t.Fatalf("page %d:\n got %s\nwant %s", pages+1, rep.Body, want.Body)
+				}
+				pages++
+				if cursor = nextCursor(t, rep.Body); cursor == "" {
+					break
+				}
+			}
+			if pages != 6 {
+				t.Errorf("%d pages, want 6", pages)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.late != 0 {
+				t.Errorf("%d pages returned before the next one began", w.late)
+			}
+			if got := w.sealed.Load(); !wrong && got != 5 {
+				t.Errorf("%d cursors sealed, want 5: one a next link", got)
+			}
+			for start := 0; start < n; start += 2 {
+				if got := w.from[start]; got != 1 {
+					t.Errorf("the page from %d read %d times, want once", start, got)
+				}
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/prodapi/prodapi/sources"
+	"github.com/prodapi/prodapi/sources/codec"
 )
 
 // defaultMaxResults is Eve's PAGINATION_DEFAULT: links omit it.
@@ -106,8 +107,11 @@ func listLinks(q *sources.Query, total int) *sources.Doc {
 // (listLinks), or a cursor walk's: self and, until the walk's last page,
 // next, whose href carries the cursor that continues the walk; no prev
 // or last, and no page in _meta. next is the query of that next page, as
-// the request for its link will parse; nil without one.
-func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, next *sources.Query, err error) {
+// the request for its link will parse; nil without one. It is early when
+// early (nextQuery of a guess at the position) guessed right: a cursor
+// is sealed once, and the page read ahead under early's key is the one
+// the link asks for.
+func pageLinks(q *sources.Query, r *sources.Result, early *sources.Query) (links, meta *sources.Doc, next *sources.Query, err error) {
 	if q.Cursor == nil {
 		return listLinks(q, r.Total), sources.D("page", q.Page, "max_results", q.MaxResults, "total", r.Total), nil, nil
 	}
@@ -117,24 +121,42 @@ func pageLinks(q *sources.Query, r *sources.Result) (links, meta *sources.Doc, n
 		sources.Field{Key: "self", Value: sources.Link(res.Title, href(res.Name, querydef(q, 1)))},
 	)
 	if r.Next != nil {
-		cursor, err := q.Cursor.Seal(*r.Next)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		params := make([]sources.Param, len(q.Params))
-		for i, p := range q.Params {
-			if p.Name == "cursor" {
-				p.Value = cursor
+		next = early
+		if next == nil || !samePosition(*next.Cursor.After, *r.Next) {
+			if next, err = nextQuery(q, *r.Next); err != nil {
+				return nil, nil, nil, err
 			}
-			params[i] = p
 		}
-		links.Set("next", sources.Link("next page", href(res.Name, querystring(q.MaxResults, params, 1))))
-		n := *q
-		n.Params, n.Fresh = params, nil
-		n.Cursor = &sources.Cursor{After: r.Next, Seal: q.Cursor.Seal}
-		next = &n
+		links.Set("next", sources.Link("next page", href(res.Name, querystring(q.MaxResults, next.Params, 1))))
 	}
 	return links, sources.D("max_results", q.MaxResults, "total", r.Total), next, nil
+}
+
+// nextQuery is the query of the page after q's, which ends at pos: q's
+// with the cursor parameter pos sealed, as the request for the page's
+// next link will parse.
+func nextQuery(q *sources.Query, pos sources.Position) (*sources.Query, error) {
+	cursor, err := q.Cursor.Seal(pos)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]sources.Param, len(q.Params))
+	for i, p := range q.Params {
+		if p.Name == "cursor" {
+			p.Value = cursor
+		}
+		params[i] = p
+	}
+	n := *q
+	n.Params, n.Fresh = params, nil
+	n.Cursor = &sources.Cursor{After: &pos, Seal: q.Cursor.Seal}
+	return &n, nil
+}
+
+// samePosition reports whether a and b are the same position of a walk.
+func samePosition(a, b sources.Position) bool {
+	return a.PIT == b.PIT && a.Total == b.Total && a.Expires.Equal(b.Expires) &&
+		string(codec.AppendJSON(nil, a.Values)) == string(codec.AppendJSON(nil, b.Values))
 }
 
 // itemLinks builds a detail's _links: self, parent, collection (carrying

@@ -268,19 +268,34 @@ func (rd *Renderer) list(ctx context.Context, q *sources.Query) (*sources.Repres
 }
 
 // page renders a list page. When it is a cursor walk's with a page after
-// it, it tells onNext that page's query as soon as the backend has
-// answered, before it enriches and renders this one.
+// it, it tells onNext that page's query as soon as it is known: when the
+// backend's answer shows it (sources.Cursor.Early), before it is even
+// decoded, or else when the backend returns; before this page is
+// enriched and rendered either way.
 func (rd *Renderer) page(ctx context.Context, q *sources.Query, onNext func(*sources.Query)) (*sources.Representation, error) {
 	res := q.Resource
-	result, err := rd.store.Find(ctx, q)
+	find := q
+	var early *sources.Query
+	if q.Cursor != nil && rd.ahead != nil {
+		c, f := *q.Cursor, *q
+		c.Early = func(pos sources.Position) {
+			if n, err := nextQuery(q, pos); err == nil {
+				early = n
+				onNext(n)
+			}
+		}
+		f.Cursor = &c
+		find = &f
+	}
+	result, err := rd.store.Find(ctx, find)
 	if err != nil {
 		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
-	pl, meta, next, err := pageLinks(q, result)
+	pl, meta, next, err := pageLinks(q, result, early)
 	if err != nil {
 		return nil, fmt.Errorf("render: listing %s: %w", res.Name, err)
 	}
-	if next != nil {
+	if next != nil && next != early {
 		onNext(next)
 	}
 	var modified time.Time

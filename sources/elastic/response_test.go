@@ -68,3 +68,38 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+// lastSort finds the sort values of a page's last hit (the one before
+// the extra hit a walk asks for) in the answer's bytes, and gives up
+// where it cannot be sure.
+func TestLastSort(t *testing.T) {
+	hit := func(source, sort string) string {
+		return `{"_index":"i","_id":"x","_score":null,"_source":` + source + `,"sort":` + sort + `}`
+	}
+	answer := func(hits ...string) []byte {
+		return []byte(`{"took":1,"timed_out":false,"hits":{"total":{"value":3,"relation":"eq"},"max_score":null,"hits":[` +
+			strings.Join(hits, ",") + `]}}`)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		size int
+		want []any
+	}{
+		{"size+1 hits", answer(hit(`{"a":1}`, `[1,"a"]`), hit(`{"a":2}`, `[2,"b]\"c"]`), hit(`{}`, `[3,"z"]`)), 2, []any{int64(2), `b]"c`}},
+		{"the walk's end", answer(hit(`{}`, `[1,"a"]`), hit(`{}`, `[2,"b"]`)), 2, nil},
+		{"a source with the marker", answer(hit(`{"x":{"sort":[9]}}`, `[1,"a"]`), hit(`{}`, `[2,"b"]`), hit(`{}`, `[3,"c"]`)), 2, nil},
+		{"a nested value", answer(hit(`{}`, `[1]`), hit(`{}`, `[[2]]`), hit(`{}`, `[3]`)), 2, nil},
+		{"size 0", answer(hit(`{}`, `[1]`)), 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := lastSort(tc.data, tc.size)
+			if ok != (tc.want != nil) {
+				t.Fatalf("lastSort = %v, %v; want %v", got, ok, tc.want)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("lastSort = %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}

@@ -233,7 +233,13 @@ func (s *Store) index(collection string) string { return IndexName(s.prefix, col
 // reads the answer. op names the caller for errors ("search", "lookup").
 // A search of a point in time (pit) goes to /_search: the point in time
 // names its index.
-func (s *Store) search(ctx context.Context, op, collection string, body []byte, pit bool) (_ *searchResponse, err error) {
+func (s *Store) search(ctx context.Context, op, collection string, body []byte, pit bool) (*searchResponse, error) {
+	return s.searchSeen(ctx, op, collection, body, pit, nil)
+}
+
+// searchSeen is search; seen, when set, is shown a 200 answer's bytes
+// before they are decoded.
+func (s *Store) searchSeen(ctx context.Context, op, collection string, body []byte, pit bool, seen func([]byte)) (_ *searchResponse, err error) {
 	index := s.index(collection)
 	if !validIndex(index) {
 		return nil, fmt.Errorf("elastic: %s: invalid index name %q", op, index)
@@ -269,6 +275,9 @@ func (s *Store) search(ctx context.Context, op, collection string, body []byte, 
 	}
 	if err != nil {
 		return nil, transportError(ctx, tctx, op, index, err)
+	}
+	if seen != nil {
+		seen(data)
 	}
 	r, err := parseSearch(data)
 	if pe, ok := errors.AsType[*partialError](err); ok {

@@ -71,15 +71,26 @@ func (s *Store) walk(ctx context.Context, q *sources.Query) (*sources.Result, er
 			return &sources.Result{Docs: []*sources.Doc{}}, err // no index: an empty list
 		}
 	}
-	r, err := s.walkSearch(ctx, res.Collection, bound.bounded(body), pit)
+	size := sources.WalkSize(q.Search)
+	var seen func([]byte)
+	if early := q.Cursor.Early; early != nil && after != nil && total > 0 && !byPIT {
+		// A page past the first carries its total: the next position is
+		// the sort values of the page's last hit, found in the answer's
+		// bytes before they are decoded.
+		seen = func(data []byte) {
+			if values, ok := lastSort(data, size); ok {
+				early(sources.Position{Values: values, Total: total})
+			}
+		}
+	}
+	r, err := s.walkSearch(ctx, res.Collection, bound.bounded(body), pit, seen)
 	if err != nil {
 		return nil, err
 	}
-	size := sources.WalkSize(q.Search)
 	if bound != nil && bound.missingLast && len(r.docs) <= size {
 		// The range has run out, and the documents without the key, which
 		// it leaves out, sort after all the others: they end the walk.
-		rest, err := s.walkSearch(ctx, res.Collection, bound.lacking(body, size+1-len(r.docs)), cmp.Or(r.pitID, pit))
+		rest, err := s.walkSearch(ctx, res.Collection, bound.lacking(body, size+1-len(r.docs)), cmp.Or(r.pitID, pit), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -114,11 +125,60 @@ func (s *Store) walk(ctx context.Context, q *sources.Query) (*sources.Result, er
 
 // walkSearch runs one search of a walk: of the collection's index, or of
 // the point in time pit when there is one (renewing it).
-func (s *Store) walkSearch(ctx context.Context, collection string, body *sources.Doc, pit string) (*searchResponse, error) {
+func (s *Store) walkSearch(ctx context.Context, collection string, body *sources.Doc, pit string, seen func([]byte)) (*searchResponse, error) {
 	if pit != "" {
 		body.Set("pit", sources.D("id", pit, "keep_alive", keepAlive(s.keepAlive)))
 	}
-	return s.search(ctx, "search", collection, codec.AppendJSON(nil, body), pit != "")
+	return s.searchSeen(ctx, "search", collection, codec.AppendJSON(nil, body), pit != "", seen)
+}
+
+// sortMarker is how a hit's sort values begin in an answer.
+const sortMarker = `"sort":[`
+
+// lastSort finds in a search answer's bytes the sort values of hit
+// size-1, the last of a page whose search asked for size+1 (WalkSize):
+// when the answer holds exactly size+1 sort arrays (Elasticsearch writes
+// a hit's after its _source), the one before the last. ok is false when
+// it cannot tell (fewer hits: the walk's end; a source with the marker
+// in it). A guess: the decoded answer is the truth.
+func lastSort(data []byte, size int) (values []any, ok bool) {
+	marker := []byte(sortMarker)
+	if size <= 0 || bytes.Count(data, marker) != size+1 {
+		return nil, false
+	}
+	last := bytes.LastIndex(data, marker)
+	at := bytes.LastIndex(data[:last], marker)
+	if at < 0 {
+		return nil, false
+	}
+	start := at + len(sortMarker) - 1
+	end := arrayEnd(data, start)
+	if end < 0 {
+		return nil, false
+	}
+	v, err := codec.DecodeJSON(data[start:end], codec.DecodeOptions{})
+	values, ok = v.([]any)
+	return values, err == nil && ok && len(values) > 0
+}
+
+// arrayEnd is the offset just past the array of scalars that opens at
+// data[start], -1 when it does not close: brackets inside strings do not
+// count.
+func arrayEnd(data []byte, start int) int {
+	inString := false
+	for i := start + 1; i < len(data); i++ {
+		switch c := data[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '[' || c == '{'):
+			return -1 // not scalars: leave it to the decoder
+		case !inString && c == ']':
+			return i + 1
+		}
+	}
+	return -1
 }
 
 // A keyRange bounds a walk's page to the documents that follow its

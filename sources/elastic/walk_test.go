@@ -382,3 +382,40 @@ func walkEach(t *testing.T, fake *estest.Server, store *essrc.Store, res, sort, 
 	}
 	return bodies
 }
+
+// Past the first page, a walk tells Cursor.Early the next position from
+// the answer's bytes, before it decodes them: the position Find then
+// returns. Not on the first page (its total is in the answer), nor on
+// the last.
+func TestWalkTellsTheNextPositionEarly(t *testing.T) {
+	const items = `{"query":{"bool":{}},"sort":[{"_updated":{"order":"desc"}}],"size":1,"track_total_hits":10000}`
+	for _, v := range versions {
+		t.Run(string(v), func(t *testing.T) {
+			_, store := walkFixture(t, v, testkit.NewClock(time.Now()), time.Minute)
+			q := walkQuery(t, "items", items, nil)
+			var told []sources.Position
+			q.Cursor.Early = func(p sources.Position) { told = append(told, p) }
+			for page := 1; ; page++ {
+				told = nil
+				res, err := store.Find(t.Context(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []sources.Position
+				if page > 1 && res.Next != nil {
+					want = []sources.Position{*res.Next}
+				}
+				if diff := cmp.Diff(told, want); diff != "" {
+					t.Errorf("page %d: told early (-got +want):\n%s", page, diff)
+				}
+				if res.Next == nil {
+					if page != 3 {
+						t.Errorf("%d pages, want 3", page)
+					}
+					break
+				}
+				q.Cursor.After = res.Next
+			}
+		})
+	}
+}
