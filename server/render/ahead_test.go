@@ -127,6 +127,24 @@ func nextCursor(t *testing.T, body []byte) string {
 	return after[:strings.IndexByte(after, '"')]
 }
 
+// loadPage loads q, page n of the walk of "w" at cursor, from rd, and
+// checks that its body is what plain, which reads nothing ahead, gives.
+func loadPage(t *testing.T, rd, plain *Renderer, q *sources.Query, cursor string, n int) *sources.Representation {
+	t.Helper()
+	rep, err := rd.Load(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := plain.Load(context.Background(), walkQuery("w", cursor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rep.Body) != string(want.Body) {
+		t.Fatalf("page %d:\n got %s\nwant %s", n, rep.Body, want.Body)
+	}
+	return rep
+}
+
 // held says, once the page starting at start has been rendered ahead and
 // its walk moved on, how many pages the renderer holds.
 func held(t *testing.T, rd *Renderer, cursor string) int {
@@ -153,18 +171,7 @@ func TestReadAheadWalk(t *testing.T) {
 	plain := New(&walkReader{n: n, from: map[int]int{}}, noEnrich)
 	cursor, pages := "", 0
 	for {
-		q := walkQuery("w", cursor)
-		rep, err := rd.Load(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := plain.Load(context.Background(), walkQuery("w", cursor))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(rep.Body) != string(want.Body) {
-			t.Fatalf("page %d:\n got %s\nwant %s", pages+1, rep.Body, want.Body)
-		}
+		rep := loadPage(t, rd, plain, walkQuery("w", cursor), cursor, pages+1)
 		if rep.Early != (pages > 0) {
 			t.Errorf("page %d: Early %v, want %v (read ahead past the first)", pages+1, rep.Early, pages > 0)
 		}
@@ -227,17 +234,7 @@ func TestReadAheadBeginsEarly(t *testing.T) {
 			plain := New(&walkReader{n: n, from: map[int]int{}}, noEnrich)
 			cursor, pages := "", 0
 			for {
-				rep, err := rd.Load(context.Background(), w.query("w", cursor))
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, err := plain.Load(context.Background(), walkQuery("w", cursor))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if string(rep.Body) != string(want.Body) {
-					t.Fatalf("page %d:\n got %s\nwant %s", pages+1, rep.Body, want.Body)
-				}
+				rep := loadPage(t, rd, plain, w.query("w", cursor), cursor, pages+1)
 				pages++
 				if cursor = nextCursor(t, rep.Body); cursor == "" {
 					break
