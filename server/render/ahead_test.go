@@ -243,6 +243,9 @@ func TestReadAheadBeginsEarly(t *testing.T) {
 			if pages != 6 {
 				t.Errorf("%d pages, want 6", pages)
 			}
+			if wrong { // the first page's guess always has room
+				testkit.Eventually(t, "the first page's wrong guess read", func() bool { return w.finds(3) > 0 })
+			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if w.late != 0 {
@@ -252,7 +255,9 @@ func TestReadAheadBeginsEarly(t *testing.T) {
 				t.Errorf("%d cursors sealed, want 5: one a next link", got)
 			}
 			for start := 0; start < n; start += 2 {
-				if got := w.from[start]; got != 1 {
+				// Wrong guesses hold the walk's room ahead for pages
+				// nobody asks for: a page may then be read twice.
+				if got := w.from[start]; got != 1 && !wrong || got == 0 {
 					t.Errorf("the page from %d read %d times, want once", start, got)
 				}
 			}
