@@ -250,15 +250,15 @@ func (c *Cache) store(ctx context.Context, key string, f fence, rep *sources.Rep
 func (c *Cache) storeWith(ctx context.Context, key string, f fence, rep *sources.Representation, fresh time.Duration, direct bool) *fill {
 	stale := c.stale
 	switch {
-	case rep.Early && rep.Status == 200:
-		// Served compressed all the same, as an entry would be.
+	case rep.Early:
+		// Stored nowhere, but served compressed, as an entry would be.
 		if rep.Gzip == nil && len(rep.Body) >= minGzip {
 			early := *rep
 			early.Gzip = c.gzip.compress(rep.Body)
 			rep = &early
 		}
 		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
-	case rep.Missing != nil || rep.Early || (rep.Status != 200 && rep.Status != 404):
+	case rep.Missing != nil || (rep.Status != 200 && rep.Status != 404):
 		return &fill{tier: tierBackend, kind: kindPass, pass: rep, status: rep.Status}
 	case rep.Status == 404:
 		fresh, stale = c.notFoundTTL, 0

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -73,9 +72,9 @@ func appendKey(b []byte, q *sources.Query) []byte {
 		b = append(b, "&pretty=1"...)
 	}
 	params := q.Params
-	if !slices.IsSortedFunc(params, compareParams) {
+	if !slices.IsSortedFunc(params, sources.CompareParams) {
 		params = slices.Clone(params)
-		slices.SortFunc(params, compareParams)
+		slices.SortFunc(params, sources.CompareParams)
 	}
 	for _, p := range params {
 		b = append(b, '&')
@@ -90,10 +89,6 @@ func appendKey(b []byte, q *sources.Query) []byte {
 		b = hex.AppendEncode(b, sum[:])
 	}
 	return b
-}
-
-func compareParams(x, y sources.Param) int {
-	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Value, y.Value))
 }
 
 // assetKey is the key of a cached asset redirect.

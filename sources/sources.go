@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,13 @@ func (p Projection) IsZero() bool { return len(p.Fields) == 0 }
 // re-encoded with sorted keys, defaults elided.
 type Param struct {
 	Name, Value string
+}
+
+// CompareParams orders parameters by name, then value: the order in which
+// a request's canonical parameters identify it (cache keys, a walk's
+// pages read ahead), whatever order they came in.
+func CompareParams(x, y Param) int {
+	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Value, y.Value))
 }
 
 // MaxTotal is where search totals saturate, as the original's

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -11,10 +10,6 @@ import (
 
 	"github.com/prodapi/prodapi/sources"
 )
-
-// DefaultReadAhead is how many pages a cursor walk is read ahead of its
-// client unless Options say otherwise.
-const DefaultReadAhead = 2
 
 // aheadMaxAge is how old a page read ahead may be when it is served: its
 // reading began at most this long before. Older, it is read again. Far
@@ -46,9 +41,10 @@ const aheadMaxBytes = 64 << 20
 //
 // Bounds: at most max pages held, being rendered or rendered, each taken
 // once, their bodies aheadMaxBytes at most; a page nobody took is dropped
-// when it is older than aheadMaxAge and room is needed. A walk that stops costs the backend at most depth
-// pages more than it read. A request for a position in the change log
-// (min_position) never takes a page read ahead.
+// when it is older than aheadMaxAge and room is needed. A walk that
+// stops costs the backend at most depth pages more than it read. A
+// request for a position in the change log (min_position) never takes a
+// page read ahead.
 type readAhead struct {
 	depth, max int
 	maxBytes   int // aheadMaxBytes; tests lower it
@@ -209,18 +205,14 @@ func pageKey(q *sources.Query) string {
 	b = strconv.AppendInt(b, int64(q.MaxResults), 10)
 	b = strconv.AppendBool(b, q.Pretty)
 	params := q.Params
-	if !slices.IsSortedFunc(params, compareParams) {
-		params = slices.SortedFunc(slices.Values(params), compareParams)
+	if !slices.IsSortedFunc(params, sources.CompareParams) {
+		params = slices.SortedFunc(slices.Values(params), sources.CompareParams)
 	}
 	for _, p := range params {
 		part(p.Name)
 		part(p.Value)
 	}
 	return string(b)
-}
-
-func compareParams(x, y sources.Param) int {
-	return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Value, y.Value))
 }
 
 func closed(c <-chan struct{}) bool {
